@@ -1,0 +1,1 @@
+"""Pure-JAX environments and simulators."""

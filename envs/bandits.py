@@ -1,0 +1,130 @@
+"""Stochastic multi-armed bandit environments as pure JAX functions.
+
+Rewards use *common random numbers*: the ``n``-th pull of arm ``k`` in a run
+keyed by ``key`` always returns the same value, whichever algorithm asks for it
+and whatever it pulled before. Algorithms compared on the same key therefore
+see the same reward tables, which is what makes paired comparisons between
+algorithms (``launch/experiments/varde_bai.py``) sharp.
+
+The problem instances E1-E4 are those of the VarDE paper (Luong et al., ICML
+2026, ``shared/specs/varde.md``): Gaussian arms whose standard deviations equal
+the means, with the standard deviations randomly permuted across arms in every
+run, so that noise level and quality are not aligned.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from flax import struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+STD_MODES = ("shuffled", "equal_mean")
+NOISE_KINDS = ("gaussian", "student_t")
+
+
+@struct.dataclass
+class Arms:
+  """One bandit instance.
+
+  Attributes:
+    means: ``[K]`` arm means.
+    stds: ``[K]`` arm standard deviations (the reward noise scale).
+    df: static degrees of freedom of the Student-t noise; ``math.inf`` means
+      Gaussian noise. The t noise is rescaled to have standard deviation
+      ``stds`` exactly (requires ``df > 2``).
+  """
+
+  means: jax.Array  # [K]
+  stds: jax.Array  # [K]
+  df: float = struct.field(pytree_node=False, default=math.inf)
+
+
+class Problem(NamedTuple):
+  """A named problem: the arm means and the budgets the paper uses."""
+
+  means: tuple[float, ...]
+  budgets: tuple[int, ...]
+
+
+def _e4_means() -> tuple[float, ...]:
+  return (0.4,) + tuple(0.4 - 0.9**i for i in range(10, 23))
+
+
+PROBLEMS: dict[str, Problem] = {
+    "E1": Problem((0.3, 0.22, 0.22, 0.22, 0.2, 0.2, 0.2, 0.15, 0.15, 0.15), (150,)),
+    "E2": Problem(tuple(0.4 - 0.025 * i for i in range(15)), (500, 2000)),
+    "E3": Problem((0.3, 0.28) + (0.17,) * 18, (2000,)),
+    "E4": Problem(_e4_means(), (200,)),
+}
+
+
+def make_arms(
+    key: jax.Array,
+    means: jax.Array,
+    *,
+    std_mode: str = "shuffled",
+    noise: str = "gaussian",
+    df: float = 3.0,
+) -> Arms:
+  """Builds one bandit instance.
+
+  Args:
+    key: PRNG key, used only to permute the standard deviations
+      (``std_mode="shuffled"``).
+    means: ``[K]`` arm means; they must be positive, since the standard
+      deviations are taken equal to them.
+    std_mode: ``"shuffled"`` (std = a random permutation of the means, the
+      paper's setting) or ``"equal_mean"`` (std_k = mean_k).
+    noise: ``"gaussian"`` or ``"student_t"`` (heavy tails, unit-variance
+      rescaled Student-t with ``df`` degrees of freedom).
+    df: degrees of freedom for ``noise="student_t"``; must exceed 2.
+
+  Returns:
+    The instance.
+  """
+  if std_mode not in STD_MODES:
+    raise ValueError(f"std_mode={std_mode!r}; allowed: {STD_MODES}")
+  if noise not in NOISE_KINDS:
+    raise ValueError(f"noise={noise!r}; allowed: {NOISE_KINDS}")
+  if noise == "student_t" and not df > 2:
+    raise ValueError(f"df={df} must be > 2 for a finite variance")
+  means = jnp.asarray(means, jnp.float32)
+  stds = jax.random.permutation(key, means) if std_mode == "shuffled" else means
+  return Arms(means=means, stds=stds, df=float(df) if noise == "student_t" else math.inf)
+
+
+def pull(arms: Arms, key: jax.Array, arm: jax.Array, index: jax.Array) -> jax.Array:
+  """Reward of the ``index``-th pull (0-based) of ``arm``.
+
+  Args:
+    arms: the instance.
+    key: the run's reward key; the noise is a pure function of
+      ``(key, arm, index)`` (common random numbers).
+    arm: scalar int, the arm pulled.
+    index: scalar int, how many times ``arm`` was pulled before.
+
+  Returns:
+    Scalar float32 reward ``means[arm] + stds[arm] * eps``.
+  """
+  k = jax.random.fold_in(jax.random.fold_in(key, arm), index)
+  if math.isinf(arms.df):
+    eps = jax.random.normal(k)
+  else:  # Student-t rescaled to unit variance.
+    eps = jax.random.t(k, arms.df) * math.sqrt((arms.df - 2.0) / arms.df)
+  return arms.means[arm] + arms.stds[arm] * eps
+
+
+def best_arm(arms: Arms) -> jax.Array:
+  """Index of the arm with the largest mean (ties: lowest index)."""
+  return jnp.argmax(arms.means)
+
+
+def problem_means(name: str) -> np.ndarray:
+  """The arm means of a named problem (``E1``..``E4``)."""
+  if name not in PROBLEMS:
+    raise KeyError(f"unknown problem {name!r}; allowed: {sorted(PROBLEMS)}")
+  return np.asarray(PROBLEMS[name].means, np.float32)

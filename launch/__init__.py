@@ -1,0 +1,1 @@
+"""Launchers, configs, mesh/sharding, checkpoints and metric writers."""

@@ -1,0 +1,1 @@
+"""Experiment configs: one ``<experiment>.py`` with ``get_config(arg)`` each."""

@@ -1,0 +1,1 @@
+"""Experiment implementations (``run(config, ctx)``), one module per experiment."""

@@ -1,0 +1,54 @@
+r"""The launcher: ``python -m launch.main --config=<file>:<arg> --workdir=DIR``.
+
+  python -m launch.main --config=launch/configs/varde_bai.py:smoke --workdir=runs/smoke
+
+Flags:
+  --config      an experiment config file and its argument (preset and options);
+                keys are locked: ``--config.num_seeds=100`` overrides, a
+                misspelled key is an error.
+  --workdir     where ``config.json``, ``metrics.jsonl``, ``results.json``,
+                figures and ``checkpoints/`` go; rerunning resumes.
+  --cpu_devices number of (simulated) CPU devices, e.g. the number of cores.
+  --coordinator_address / --num_processes / --process_id
+                multi-host runs (or COORDINATOR_ADDRESS, NUM_PROCESSES,
+                PROCESS_ID in the environment).
+"""
+
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
+
+from launch import distributed
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:arg].", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumes if it holds a run).")
+_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "CPU devices to expose (0: JAX default).")
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "Index of this process.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  distributed.setup(
+      coordinator_address=_COORDINATOR.value,
+      num_processes=_NUM_PROCESSES.value,
+      process_id=_PROCESS_ID.value,
+      cpu_devices=_CPU_DEVICES.value,
+  )
+  # Imported after the device set-up: nothing may touch a JAX backend before it.
+  from launch import runner  # pylint: disable=g-import-not-at-top
+  from launch.config_schema import ConfigError  # pylint: disable=g-import-not-at-top
+
+  try:
+    runner.run(_CONFIG.value, _WORKDIR.value)
+  except ConfigError as e:
+    logging.error("%s", e)
+    raise SystemExit(2) from e
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,25 @@
+"""The explicit registry of experiments (no import-by-string).
+
+To add an experiment: write ``launch/configs/<name>.py`` and
+``launch/experiments/<name>.py`` (defining ``EXPERIMENT``), then add it to
+:data:`EXPERIMENTS` below.
+"""
+
+from __future__ import annotations
+
+from launch.experiments import varde_bai
+from launch.runtime import Experiment
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        varde_bai.EXPERIMENT,
+    )
+}
+
+
+def get(name: str) -> Experiment:
+  """The experiment registered as ``name``."""
+  if name not in EXPERIMENTS:
+    raise KeyError(f"unknown experiment {name!r}; registered: {sorted(EXPERIMENTS)}")
+  return EXPERIMENTS[name]

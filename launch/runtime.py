@@ -1,0 +1,65 @@
+"""What an experiment receives from the runner, and what it provides.
+
+An :class:`Experiment` is registered in :mod:`launch.registry`; the runner
+(:func:`launch.runner.run`) validates the config against its schema, builds a
+:class:`Context` (workdir writer, mesh, checkpointer) and calls
+``experiment.run(config, ctx)``, which returns the content of
+``results.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+import ml_collections
+from jax.sharding import Mesh
+
+from launch import checkpoint as ckpt_lib
+from launch import config_schema
+from launch import metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+  """A registered experiment.
+
+  Attributes:
+    name: registry key, equal to ``config.experiment``.
+    get_config: the config module's ``get_config(arg)``.
+    schema: ``() -> Schema`` for validation.
+    run: ``(config, ctx) -> results`` (a JSON-able dict).
+    summary: ``results -> str``, the human-readable table the launcher logs
+      and ``make demo`` prints.
+  """
+
+  name: str
+  get_config: Callable[[Optional[str]], ml_collections.ConfigDict]
+  schema: Callable[[], config_schema.Schema]
+  run: Callable[[ml_collections.ConfigDict, "Context"], dict]
+  summary: Callable[[dict], str]
+
+
+@dataclasses.dataclass
+class Context:
+  """Run-time services for one experiment run."""
+
+  workdir: str
+  writer: metrics.Writer
+  mesh: Mesh
+  checkpointer: Optional[ckpt_lib.Checkpointer]
+
+  def restore_or(self, initial: Any, target: Any = None) -> tuple[int, Any, Optional[dict]]:
+    """``(step, state, meta)`` from the latest checkpoint, else ``(0, initial, None)``."""
+    if self.checkpointer is None:
+      return 0, initial, None
+    step, state, meta = self.checkpointer.restore_or(initial, target)
+    self.writer.truncate_after(step)
+    return step, state, meta
+
+  def save(self, step: int, state: Any, metadata: Optional[dict] = None, *, force: bool = False) -> bool:
+    """Checkpoints ``state`` (raises ``NonFiniteError`` on NaN/Inf; never overwrites)."""
+    if self.checkpointer is None:
+      ckpt_lib.check_finite(step, state)
+      return False
+    return self.checkpointer.save(step, state, metadata, force=force)

@@ -1,0 +1,1 @@
+"""Pure-function implementations of the methods (one subpackage each)."""

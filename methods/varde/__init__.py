@@ -1,0 +1,48 @@
+"""VarDE: Variance Driven Exploration (ICML 2026) and its baselines.
+
+Fixed-budget best-arm identification: :func:`varde` and the baselines in
+:data:`ALGORITHMS` share the :class:`BAIAlgorithm` interface and run in one
+loop, :func:`run_bai`; :func:`sweep` evaluates many algorithms over many seeds.
+"""
+
+from methods.varde.bai import first_order_variance
+from methods.varde.bai import lse_weights
+from methods.varde.bai import neyman_shares
+from methods.varde.bai import varde
+from methods.varde.bai import varde_scores
+from methods.varde.baselines import gapev
+from methods.varde.baselines import ocba
+from methods.varde.baselines import ocba_targets
+from methods.varde.baselines import ttts
+from methods.varde.baselines import ucbe
+from methods.varde.baselines import ugape
+from methods.varde.baselines import uniform
+from methods.varde.core import ArmStats
+from methods.varde.core import BAIAlgorithm
+from methods.varde.core import Oracle
+from methods.varde.core import Outcome
+from methods.varde.core import run_bai
+from methods.varde.core import sample_variance
+from methods.varde.core import stats_init
+from methods.varde.core import stats_update
+from methods.varde.elimination import sequential_halving
+from methods.varde.elimination import shadavar
+from methods.varde.elimination import shvar
+from methods.varde.elimination import successive_rejects
+from methods.varde.sweep import SweepStats
+from methods.varde.sweep import sweep
+
+# Algorithm constructors by name: ``ALGORITHMS[name](num_arms=K, budget=T, **hparams)``.
+ALGORITHMS = {
+    "varde": varde,
+    "uniform": uniform,
+    "successive_rejects": successive_rejects,
+    "sequential_halving": sequential_halving,
+    "ucbe": ucbe,
+    "ugape": ugape,
+    "gapev": gapev,
+    "shvar": shvar,
+    "shadavar": shadavar,
+    "ttts": ttts,
+    "ocba": ocba,
+}
