@@ -1,0 +1,65 @@
+r"""``make bench``: run every benchmark and write ``bench.md`` / ``bench.json``.
+
+  python -m launch.bench --out=runs/bench [--only=varde_bai] [--quick]
+"""
+
+import json
+import os
+import platform
+import time
+
+from absl import app
+from absl import flags
+
+_OUT = flags.DEFINE_string("out", "runs/bench", "Output directory.")
+_ONLY = flags.DEFINE_list("only", [], "Run only these benchmarks.")
+_QUICK = flags.DEFINE_bool("quick", False, "Smaller sizes (a smoke test of the scripts).")
+_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
+
+
+def _benches():
+  from launch.bench import varde_bai  # pylint: disable=g-import-not-at-top
+
+  return {"varde_bai": varde_bai.run}
+
+
+def to_markdown(rows: list[dict], header: str) -> str:
+  out = [header, "", "| benchmark | this project | peer | peer is | ratio | notes |", "|---|---:|---:|---|---:|---|"]
+  for r in rows:
+    out.append(
+        f"| {r['benchmark']} | {r['ours']:,.4g} {r['unit']} | {r['peer']:,.4g} {r['unit']} | "
+        f"{r['peer_name']} | **{r['ratio']:,.1f}x** | {r['notes']} |"
+    )
+  return "\n".join(out) + "\n"
+
+
+def main(argv):
+  del argv
+  from launch import distributed  # pylint: disable=g-import-not-at-top
+
+  distributed.setup(cpu_devices=_CPU_DEVICES.value)
+  benches = _benches()
+  unknown = set(_ONLY.value) - set(benches)
+  if unknown:
+    raise app.UsageError(f"--only {sorted(unknown)}: benchmarks are {sorted(benches)}")
+  os.makedirs(_OUT.value, exist_ok=True)
+  rows = []
+  for name, fn in benches.items():
+    if _ONLY.value and name not in _ONLY.value:
+      continue
+    print(f"=== {name}", flush=True)
+    rows += fn(_QUICK.value)
+  header = (
+      f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} CPU cores"
+      f"{' (quick sizes)' if _QUICK.value else ''}; regenerate with `make bench`."
+  )
+  table = to_markdown(rows, header)
+  with open(os.path.join(_OUT.value, "bench.md"), "w") as f:
+    f.write(table)
+  with open(os.path.join(_OUT.value, "bench.json"), "w") as f:
+    json.dump({"header": header, "rows": rows}, f, indent=2)
+  print(table)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,33 @@
+"""Test set-up: 8 simulated CPU devices and strict rank promotion.
+
+Both must be set before any JAX computation, hence at import time here.
+"""
+
+import os
+import sys
+
+import jax
+
+jax.config.update("jax_num_cpu_devices", 8)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+import pytest  # noqa: E402
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+  sys.path.insert(0, REPO_ROOT)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> str:
+  return REPO_ROOT
+
+
+@pytest.fixture
+def python_env() -> dict:
+  """Environment for launching ``python -m launch.main`` subprocesses."""
+  env = dict(os.environ)
+  env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+  env.pop("XLA_FLAGS", None)
+  env["PYTHONUNBUFFERED"] = "1"
+  return env
