@@ -31,6 +31,8 @@ class Experiment:
     run: ``(config, ctx) -> results`` (a JSON-able dict).
     summary: ``results -> str``, the human-readable table the launcher logs
       and ``make demo`` prints.
+    markdown: ``results -> str``, the Markdown that ``launch.report`` puts in
+      the README (default: ``summary`` in a code block).
   """
 
   name: str
@@ -38,6 +40,12 @@ class Experiment:
   schema: Callable[[], config_schema.Schema]
   run: Callable[[ml_collections.ConfigDict, "Context"], dict]
   summary: Callable[[dict], str]
+  markdown: Optional[Callable[[dict], str]] = None
+
+  def to_markdown(self, results: dict) -> str:
+    if self.markdown is not None:
+      return self.markdown(results)
+    return "```\n" + self.summary(results) + "\n```\n"
 
 
 @dataclasses.dataclass

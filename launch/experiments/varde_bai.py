@@ -247,4 +247,5 @@ EXPERIMENT = Experiment(
     schema=schema,
     run=run,
     summary=varde_report.format_table,
+    markdown=varde_report.markdown_table,
 )
