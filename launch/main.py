@@ -14,6 +14,8 @@ Flags:
                 PROCESS_ID in the environment).
 """
 
+import sys
+
 from absl import app
 from absl import flags
 from absl import logging
@@ -28,6 +30,21 @@ _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of pr
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Index of this process.")
 flags.mark_flags_as_required(["config", "workdir"])
+
+
+def parse_flags(argv):
+  """Parses flags; a bad ``--config.*`` override exits with a one-line reason."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f"error: {e}\nPass --helpshort or --helpfull to see help on flags.", file=sys.stderr)
+    raise SystemExit(2) from e
+  except (AttributeError, KeyError, TypeError, ValueError) as e:
+    reason = " ".join(str(e).replace("\\n", " ").replace("\\'", "'").split())
+    if reason.startswith("''") and reason.endswith("'"):  # a quoted KeyError inside
+      reason = reason[1:-1]
+    print(f"error: bad --config override: {reason}", file=sys.stderr)
+    raise SystemExit(2) from e
 
 
 def main(argv):
@@ -51,4 +68,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

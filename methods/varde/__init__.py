@@ -29,8 +29,9 @@ from methods.varde.elimination import sequential_halving
 from methods.varde.elimination import shadavar
 from methods.varde.elimination import shvar
 from methods.varde.elimination import successive_rejects
-from methods.varde.sweep import SweepStats
-from methods.varde.sweep import sweep
+from methods.varde.evaluate import SweepStats
+from methods.varde.evaluate import run_keys
+from methods.varde.evaluate import sweep
 
 # Algorithm constructors by name: ``ALGORITHMS[name](num_arms=K, budget=T, **hparams)``.
 ALGORITHMS = {

@@ -218,7 +218,7 @@ def ttts(
     k_lead, k_coin, k_chal = jax.random.split(key, 3)
     theta = stats.mean + sd * jax.random.normal(k_lead, (num_arms,))
     leader = jnp.argmax(theta)
-    thetas = stats.mean + sd * jax.random.normal(k_chal, (max_resamples, num_arms))
+    thetas = stats.mean[None] + sd[None] * jax.random.normal(k_chal, (max_resamples, num_arms))
     challengers = jnp.argmax(thetas, axis=-1)
     ok = challengers != leader
     runner_up = jnp.argmax(jnp.where(jnp.arange(num_arms) == leader, -jnp.inf, thetas[-1]))

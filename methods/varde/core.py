@@ -6,7 +6,7 @@ Every BAI algorithm in this package -- VarDE and all its baselines -- is a
 them). :func:`run_bai` runs one algorithm on one bandit instance for exactly
 ``T`` pulls inside a single ``lax.scan`` against any reward function (the
 environment enters as an argument, mctx-style, so this package does not depend
-on ``envs``); vmap it over seeds (see :mod:`methods.varde.sweep`).
+on ``envs``); vmap it over seeds (see :mod:`methods.varde.evaluate`).
 """
 
 from __future__ import annotations
