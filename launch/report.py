@@ -2,6 +2,7 @@ r"""Regenerates the README's result blocks from real runs.
 
   python -m launch.report --runs=runs/report --run      # run, then rewrite README
   python -m launch.report --runs=runs/report            # rewrite from existing runs
+  python -m launch.report --bench=runs/bench --only=none # the benchmark table only
 
 Each entry of :data:`REPORTS` names a README block, delimited by
 ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``, and the experiment
@@ -21,14 +22,19 @@ from absl import flags
 from launch import distributed
 
 # README block -> (experiment, get_config argument, figures to copy).
+_VARDE_FIGURES = ("error_vs_budget", "allocation_shares")
 REPORTS = {
-    "varde_bai_E1": ("varde_bai", "cpu,problem=E1", ("error_vs_budget", "allocation_shares")),
+    "varde_bai_E1": ("varde_bai", "cpu,problem=E1", _VARDE_FIGURES),
+    "varde_bai_E2": ("varde_bai", "cpu,problem=E2", _VARDE_FIGURES),
+    "varde_bai_E3": ("varde_bai", "cpu,problem=E3", _VARDE_FIGURES),
+    "varde_bai_E4": ("varde_bai", "cpu,problem=E4", _VARDE_FIGURES),
 }
 
 _RUNS = flags.DEFINE_string("runs", "runs/report", "Directory of the report runs.")
 _RUN = flags.DEFINE_bool("run", False, "Run (or resume) the experiments first.")
 _ONLY = flags.DEFINE_list("only", [], "Only these blocks.")
 _README = flags.DEFINE_string("readme", "README.md", "README to rewrite.")
+_BENCH = flags.DEFINE_string("bench", None, "A `make bench` output dir: fills the `bench` block.")
 _CPU_DEVICES = flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
 
 
@@ -78,6 +84,10 @@ def main(argv):
     )
     text = replace_block(text, name, body)
     print(f"updated block {name}")
+  if _BENCH.value:
+    with open(os.path.join(_BENCH.value, "bench.md")) as f:
+      text = replace_block(text, "bench", f.read())
+    print("updated block bench")
   with open(_README.value, "w") as f:
     f.write(text)
 
