@@ -71,24 +71,35 @@ def headline_budgets(results: dict) -> list[int]:
   return hb or results["budgets"][:1]
 
 
-def format_table(results: dict) -> str:
-  """Plain-text error table at the paper's budgets (sorted by error)."""
-  lines = []
+def _tables(results: dict):
+  """Per headline budget: ``(budget, runs, rows)``, rows sorted by error.
+
+  A row is ``(name, error, se, comparison)`` in percent, with ``comparison``
+  ``(diff, se, z)`` against the reference or ``None`` for the reference itself.
+  """
   ref = results["reference"]
   for budget in headline_budgets(results):
     key = str(budget)
-    runs = results["error"][ref][key]["runs"]
+    rows = []
+    for name in sorted(results["algorithms"], key=lambda n: results["error"][n][key]["p"]):
+      e, d = results["error"][name][key], results["vs_reference"][name][key]
+      cmp = None if name == ref else (100 * d["diff"], 100 * d["se"], d["z"])
+      rows.append((name, 100 * e["p"], 100 * e["se"], cmp))
+    yield budget, results["error"][ref][key]["runs"], rows
+
+
+def format_table(results: dict) -> str:
+  """Plain-text error table at the paper's budgets (sorted by error)."""
+  lines = []
+  for budget, runs, rows in _tables(results):
     lines.append(
         f"{results['problem']}, T={budget}, {runs:,} seeds (common random numbers); "
-        f"paired differences against {ref}"
+        f"paired differences against {results['reference']}"
     )
     lines.append(f"{'algorithm':<24}{'error %':>9}{'s.e.':>7}{'diff (pp)':>11}{'s.e.':>7}{'z':>7}")
-    rows = sorted(results["algorithms"], key=lambda n: results["error"][n][key]["p"])
-    for name in rows:
-      e = results["error"][name][key]
-      d = results["vs_reference"][name][key]
-      cmp = "" if name == ref else f"{100 * d['diff']:>+11.2f}{100 * d['se']:>7.2f}{d['z']:>7.1f}"
-      lines.append(f"{name:<24}{100 * e['p']:>9.2f}{100 * e['se']:>7.2f}{cmp}")
+    for name, p, se, cmp in rows:
+      tail = "" if cmp is None else f"{cmp[0]:>+11.2f}{cmp[1]:>7.2f}{cmp[2]:>7.1f}"
+      lines.append(f"{name:<24}{p:>9.2f}{se:>7.2f}{tail}")
     lines.append("")
   return "\n".join(lines)
 
@@ -96,18 +107,16 @@ def format_table(results: dict) -> str:
 def markdown_table(results: dict) -> str:
   """The same table in Markdown (used by ``launch.report`` for the README)."""
   out = []
-  ref = results["reference"]
-  for budget in headline_budgets(results):
-    key = str(budget)
-    runs = results["error"][ref][key]["runs"]
-    out.append(f"**{results['problem']}, T = {budget}**, {runs:,} seeds; difference and z against `{ref}` (paired).\n")
+  for budget, runs, rows in _tables(results):
+    out.append(
+        f"**{results['problem']}, T = {budget}**, {runs:,} seeds; difference and z against "
+        f"`{results['reference']}` (paired).\n"
+    )
     out.append("| algorithm | error % | s.e. | diff (pp) | s.e. | z |")
     out.append("|---|---:|---:|---:|---:|---:|")
-    for name in sorted(results["algorithms"], key=lambda n: results["error"][n][key]["p"]):
-      e = results["error"][name][key]
-      d = results["vs_reference"][name][key]
-      cmp = "| | |" if name == ref else f"{100 * d['diff']:+.2f} | {100 * d['se']:.2f} | {d['z']:+.1f} |"
-      out.append(f"| `{name}` | {100 * e['p']:.2f} | {100 * e['se']:.2f} | {cmp}")
+    for name, p, se, cmp in rows:
+      tail = "| | |" if cmp is None else f"{cmp[0]:+.2f} | {cmp[1]:.2f} | {cmp[2]:+.1f} |"
+      out.append(f"| `{name}` | {p:.2f} | {se:.2f} | {tail}")
     out.append("")
   return "\n".join(out)
 
@@ -128,6 +137,8 @@ def make_figures(results: dict, writer) -> None:
     style = dict(lw=2.5, marker="o") if name.startswith("varde_tau") else dict(lw=1, marker=".", ls="--")
     ax.errorbar(budgets, 100 * p, yerr=196 * se, label=name, color=cmap(i % 20), capsize=2, **style)
   ax.set_xscale("log")
+  ax.set_xticks(budgets, [str(b) for b in budgets])
+  ax.minorticks_off()
   ax.set_xlabel("budget T (pulls)")
   ax.set_ylabel("probability of error (%)  [95% CI]")
   ax.set_title(f"{results['problem']}: error against budget, {results['num_seeds']:,} seeds")
