@@ -20,28 +20,33 @@ DEMOS = (
     ("varde_bai", "cpu,problem=E1"),
 )
 
-_WORKDIR = flags.DEFINE_string("workdir", "runs/demo", "Where the demo runs go.")
-_PRESET = flags.DEFINE_string("preset", None, "Override every demo's preset (e.g. smoke).")
-_ONLY = flags.DEFINE_list("only", [], "Run only these experiments.")
-_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices to expose.")
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """Defines the flags (only when run as a script: the module stays importable)."""
+  flags.DEFINE_string("workdir", "runs/demo", "Where the demo runs go.")
+  flags.DEFINE_string("preset", None, "Override every demo's preset (e.g. smoke).")
+  flags.DEFINE_list("only", [], "Run only these experiments.")
+  flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices to expose.")
 
 
 def main(argv):
   del argv
-  distributed.setup(cpu_devices=_CPU_DEVICES.value)
+  distributed.setup(cpu_devices=FLAGS.cpu_devices)
   from launch import registry, runner  # pylint: disable=g-import-not-at-top
 
-  unknown = set(_ONLY.value) - {name for name, _ in DEMOS}
+  unknown = set(FLAGS.only) - {name for name, _ in DEMOS}
   if unknown:
     raise app.UsageError(f"--only {sorted(unknown)}: demos are {[n for n, _ in DEMOS]}")
   for name, arg in DEMOS:
-    if _ONLY.value and name not in _ONLY.value:
+    if FLAGS.only and name not in FLAGS.only:
       continue
-    if _PRESET.value:
-      arg = ",".join([_PRESET.value] + [t for t in arg.split(",") if "=" in t])
+    if FLAGS.preset:
+      arg = ",".join([FLAGS.preset] + [t for t in arg.split(",") if "=" in t])
     experiment = registry.get(name)
     config = experiment.get_config(arg)
-    workdir = os.path.join(_WORKDIR.value, name)
+    workdir = os.path.join(FLAGS.workdir, name)
     shutil.rmtree(workdir, ignore_errors=True)
     print(f"\n=== {name} ({arg}) -> {workdir}", flush=True)
     results = runner.run(config, workdir, log_summary=False)
@@ -50,4 +55,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -30,12 +30,17 @@ REPORTS = {
     "varde_bai_E4": ("varde_bai", "cpu,problem=E4", _VARDE_FIGURES),
 }
 
-_RUNS = flags.DEFINE_string("runs", "runs/report", "Directory of the report runs.")
-_RUN = flags.DEFINE_bool("run", False, "Run (or resume) the experiments first.")
-_ONLY = flags.DEFINE_list("only", [], "Only these blocks.")
-_README = flags.DEFINE_string("readme", "README.md", "README to rewrite.")
-_BENCH = flags.DEFINE_string("bench", None, "A `make bench` output dir: fills the `bench` block.")
-_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """Defines the flags (only when run as a script: the module stays importable)."""
+  flags.DEFINE_string("runs", "runs/report", "Directory of the report runs.")
+  flags.DEFINE_bool("run", False, "Run (or resume) the experiments first.")
+  flags.DEFINE_list("only", [], "Only these blocks.")
+  flags.DEFINE_string("readme", "README.md", "README to rewrite.")
+  flags.DEFINE_string("bench", None, "A `make bench` output dir: fills the `bench` block.")
+  flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -50,18 +55,18 @@ def replace_block(text: str, name: str, body: str) -> str:
 
 def main(argv):
   del argv
-  distributed.setup(cpu_devices=_CPU_DEVICES.value)
+  distributed.setup(cpu_devices=FLAGS.cpu_devices)
   from launch import registry, runner  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
 
-  with open(_README.value) as f:
+  with open(FLAGS.readme) as f:
     text = f.read()
   for name, (experiment_name, arg, figures) in REPORTS.items():
-    if _ONLY.value and name not in _ONLY.value:
+    if FLAGS.only and name not in FLAGS.only:
       continue
     experiment = registry.get(experiment_name)
-    workdir = os.path.join(_RUNS.value, name)
-    if _RUN.value:
+    workdir = os.path.join(FLAGS.runs, name)
+    if FLAGS.run:
       runner.run(experiment.get_config(arg), workdir)
     with open(os.path.join(workdir, "results.json")) as f:
       results = json.load(f)
@@ -84,13 +89,14 @@ def main(argv):
     )
     text = replace_block(text, name, body)
     print(f"updated block {name}")
-  if _BENCH.value:
-    with open(os.path.join(_BENCH.value, "bench.md")) as f:
+  if FLAGS.bench:
+    with open(os.path.join(FLAGS.bench, "bench.md")) as f:
       text = replace_block(text, "bench", f.read())
     print("updated block bench")
-  with open(_README.value, "w") as f:
+  with open(FLAGS.readme, "w") as f:
     f.write(text)
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

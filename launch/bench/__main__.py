@@ -11,10 +11,15 @@ import time
 from absl import app
 from absl import flags
 
-_OUT = flags.DEFINE_string("out", "runs/bench", "Output directory.")
-_ONLY = flags.DEFINE_list("only", [], "Run only these benchmarks.")
-_QUICK = flags.DEFINE_bool("quick", False, "Smaller sizes (a smoke test of the scripts).")
-_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+  """Defines the flags (only when run as a script: the module stays importable)."""
+  flags.DEFINE_string("out", "runs/bench", "Output directory.")
+  flags.DEFINE_list("only", [], "Run only these benchmarks.")
+  flags.DEFINE_bool("quick", False, "Smaller sizes (a smoke test of the scripts).")
+  flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
 
 
 def _benches():
@@ -37,29 +42,30 @@ def main(argv):
   del argv
   from launch import distributed  # pylint: disable=g-import-not-at-top
 
-  distributed.setup(cpu_devices=_CPU_DEVICES.value)
+  distributed.setup(cpu_devices=FLAGS.cpu_devices)
   benches = _benches()
-  unknown = set(_ONLY.value) - set(benches)
+  unknown = set(FLAGS.only) - set(benches)
   if unknown:
     raise app.UsageError(f"--only {sorted(unknown)}: benchmarks are {sorted(benches)}")
-  os.makedirs(_OUT.value, exist_ok=True)
+  os.makedirs(FLAGS.out, exist_ok=True)
   rows = []
   for name, fn in benches.items():
-    if _ONLY.value and name not in _ONLY.value:
+    if FLAGS.only and name not in FLAGS.only:
       continue
     print(f"=== {name}", flush=True)
-    rows += fn(_QUICK.value)
+    rows += fn(FLAGS.quick)
   header = (
       f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} CPU cores"
-      f"{' (quick sizes)' if _QUICK.value else ''}; regenerate with `make bench`."
+      f"{' (quick sizes)' if FLAGS.quick else ''}; regenerate with `make bench`."
   )
   table = to_markdown(rows, header)
-  with open(os.path.join(_OUT.value, "bench.md"), "w") as f:
+  with open(os.path.join(FLAGS.out, "bench.md"), "w") as f:
     f.write(table)
-  with open(os.path.join(_OUT.value, "bench.json"), "w") as f:
+  with open(os.path.join(FLAGS.out, "bench.json"), "w") as f:
     json.dump({"header": header, "rows": rows}, f, indent=2)
   print(table)
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

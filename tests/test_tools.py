@@ -1,0 +1,56 @@
+"""Demo, report and benchmark scripts: their wiring and the benchmark's peer."""
+
+import math
+
+import numpy as np
+import pytest
+
+from envs import bandits
+from launch import demo
+from launch import mesh as mesh_lib
+from launch import registry
+from launch import report
+from launch.bench import __main__ as bench_main
+from launch.bench import varde_numpy
+from launch.configs import varde_bai as varde_config
+from launch.experiments import varde_bai
+from methods import varde
+
+
+def test_demo_and_report_entries_name_valid_configs():
+  from launch import runner  # pylint: disable=g-import-not-at-top
+
+  for name, arg in demo.DEMOS:
+    runner.validate(registry.get(name).get_config(arg))
+  for name, (experiment, arg, _) in report.REPORTS.items():
+    runner.validate(registry.get(experiment).get_config(arg))
+
+
+def test_report_replaces_only_its_block():
+  text = "a\n<!-- results:x -->\nold\n<!-- /results:x -->\nb\n<!-- results:y -->\nkeep\n<!-- /results:y -->\n"
+  out = report.replace_block(text, "x", "new table")
+  assert "new table" in out and "old" not in out and "keep" in out
+  with pytest.raises(ValueError, match="no block"):
+    report.replace_block(text, "z", "t")
+
+
+def test_bench_markdown_has_ratio():
+  rows = [{"benchmark": "b", "ours": 200.0, "peer": 2.0, "unit": "runs/s", "peer_name": "p", "ratio": 100.0, "notes": "n"}]
+  md = bench_main.to_markdown(rows, "header")
+  assert "**100.0x**" in md and md.startswith("header")
+
+
+def test_numpy_peer_is_the_same_algorithm_statistically():
+  """The benchmark's NumPy loop and the JAX VarDE agree on E1's error rate."""
+  means = bandits.problem_means("E1")
+  n_np = 1500
+  p_np = varde_numpy.error_rate(means.astype(np.float64), 150, n_np, tau=0.1)
+  config = varde_config.get_config("smoke")
+  config.algorithms, config.varde.taus = ("varde",), (0.1,)
+  config.num_seeds = config.chunk_size = 8000
+  mesh = mesh_lib.make_mesh()
+  _, _, fn = varde_bai.make_chunk_fn(config, mesh, 150, means)
+  out = varde.SweepStats(*mesh_lib.to_host(fn(varde_bai.chunk_seed_ids(config, mesh, 0))))
+  p_jax = float(out.errors[0]) / 8000
+  se = math.sqrt(p_np * (1 - p_np) / n_np + p_jax * (1 - p_jax) / 8000)
+  assert abs(p_np - p_jax) < 4 * se, (p_np, p_jax, se)
