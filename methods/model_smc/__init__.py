@@ -1,0 +1,1 @@
+"""ModelSMC: discovering mechanistic ODE models by SMC over model structures."""
