@@ -23,6 +23,10 @@ from launch import distributed
 # README block -> (experiment, get_config argument, figures to copy).
 REPORTS = {
     "varde_bai_E1": ("varde_bai", "cpu,problem=E1", ("error_vs_budget", "allocation_shares")),
+    "model_smc_exact": ("model_smc", "cpu,task=exact", ("exact_check",)),
+    "model_smc_lv_sim": ("model_smc", "cpu,task=lv_sim", ("predictive_bands", "posterior_mass")),
+    "model_smc_pelts": ("model_smc", "cpu,task=pelts", ("predictive_bands", "posterior_mass", "diagnostics")),
+    "model_smc_flu": ("model_smc", "cpu,task=flu", ("predictive_bands", "posterior_mass")),
 }
 
 _RUNS = flags.DEFINE_string("runs", "runs/report", "Directory of the report runs.")

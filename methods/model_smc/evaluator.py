@@ -81,6 +81,7 @@ class Evaluator:
     self.place = place or jnp.asarray
     self.to_host = to_host or (lambda tree: jax.tree.map(np.asarray, tree))
     self.cache: dict[str, Record] = {}
+    self.hessians: dict[str, np.ndarray] = {}  # not checkpointed; refitted on demand
     self.num_batches = 0
 
   @property
@@ -111,6 +112,16 @@ class Evaluator:
       self.evaluate([m])
     return self.cache[k]
 
+  def neg_hessian(self, m: st.Structure) -> np.ndarray:
+    """``[D, D]`` masked curvature at the fitted parameters (refits if not in memory)."""
+    k = self.key(m)
+    if k not in self.hessians:
+      kept = self.cache.pop(k, None)  # the refit only supplies the curvature
+      self._fit_batch([(k, m)])
+      if kept is not None:
+        self.cache[k] = kept
+    return self.hessians[k]
+
   def _fit_batch(self, items: list[tuple[str, st.Structure]]) -> None:
     model, fn = compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg)
     n_bodies = len(self.library)
@@ -131,6 +142,7 @@ class Evaluator:
           grad_norm=float(out.grad_norm[i]),
           phi=tuple(float(v) for v in out.phi[i]),
       )
+      self.hessians[k] = np.asarray(out.neg_hessian[i])
     del model
 
   # Checkpointing: the cache as JSON-able data.

@@ -34,6 +34,7 @@ import dataclasses
 import keyword
 import math
 import re
+import warnings
 from typing import Iterable, Optional, Union
 
 FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs")
@@ -162,7 +163,9 @@ def parse(
   # '^' is power in this language; Python reads it as xor with the wrong
   # precedence, so it is rewritten to '**' before parsing.
   try:
-    tree = ast.parse(text.strip().replace("^", "**"), mode="eval")
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore", SyntaxWarning)
+      tree = ast.parse(text.strip().replace("^", "**"), mode="eval")
   except (SyntaxError, ValueError, OverflowError) as e:
     raise UnsafeExpression(f"not a valid expression ({type(e).__name__}: {e.args[0] if e.args else e})", text) from None
   except (RecursionError, MemoryError):
@@ -430,18 +433,21 @@ def _normalize(e: Expr) -> Expr:
     flat.sort(key=lambda st: (_shape_key(st[1]), -st[0]))
     return _build_sum(flat)
   if isinstance(e, BinOp) and e.op == "mul":
-    factors = [_normalize(f) for f in _factors(e)]
-    flat = []
-    for f in factors:
-      flat += _factors(f)
+    pending = [_normalize(f) for f in _factors(e)]
     sign = 1
     unsigned = []
-    for f in flat:  # pull negations out of products: a*(-x) == -(a*x)
+    while pending:  # flatten, pulling negations out of products: a*(-x) == -(a*x)
+      f = pending.pop(0)
       if isinstance(f, Call) and f.fn == "neg":
-        sign, f = -sign, f.arg
+        sign = -sign
+        pending.insert(0, f.arg)
+      elif isinstance(f, BinOp) and f.op == "mul":
+        pending[:0] = _factors(f)
       elif isinstance(f, Num) and f.value < 0:
-        sign, f = -sign, Num(-f.value)
-      unsigned.append(f)
+        sign = -sign
+        unsigned.append(Num(-f.value))
+      else:
+        unsigned.append(f)
     unsigned = [f for f in unsigned if not (isinstance(f, Num) and f.value == 1.0)] or [Num(1.0)]
     unsigned.sort(key=_shape_key)
     out = unsigned[0]

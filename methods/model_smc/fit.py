@@ -82,6 +82,10 @@ class Fit(NamedTuple):
     num_params: scalar number of active parameters ``d``.
     positive_definite: scalar bool, Hessian positive definite at ``phi``.
     grad_norm: scalar norm of the objective's gradient at ``phi``.
+    neg_hessian: ``[D, D]`` Hessian of the objective at ``phi``, masked
+      (inactive block = identity): the Laplace precision for ``laplace``,
+      the observed information for ``bic``, the fit-window posterior
+      precision for ``heldout``.
   """
 
   phi: jax.Array
@@ -91,6 +95,7 @@ class Fit(NamedTuple):
   num_params: jax.Array
   positive_definite: jax.Array
   grad_norm: jax.Array
+  neg_hessian: jax.Array
 
 
 def _objective(model: StructuredModel, cfg: FitConfig, signs, data, phi, hi=None):
@@ -206,21 +211,12 @@ def fit_structure(model: StructuredModel, cfg: FitConfig, signs: jax.Array, key:
   ok = jnp.all(jnp.isfinite(phi)) & jnp.isfinite(ll_train) & jnp.isfinite(val)
   log_z = jnp.where(ok, log_z, -jnp.inf)
   return Fit(phi, log_z, ll_train, lp, lap.dim.astype(jnp.int32), lap.positive_definite & ok,
-             jnp.where(ok, jnp.linalg.norm(grad), jnp.inf))
+             jnp.where(ok, jnp.linalg.norm(grad), jnp.inf), neg_hess)
 
 
 def make_batch_fit(model: StructuredModel, cfg: FitConfig):
   """Jitted ``(signs [B, S, K], keys [B], data) -> Fit`` with ``[B]`` leading axes."""
   return jax.jit(jax.vmap(functools.partial(fit_structure, model, cfg), in_axes=(0, 0, None)))
-
-
-def posterior_neg_hessian(model: StructuredModel, cfg: FitConfig, signs: jax.Array, phi: jax.Array,
-                          data: Data) -> ev.Laplace:
-  """Laplace posterior on the whole training window at ``phi`` (for prediction)."""
-  mask = model.layout.active_mask(signs)
-  log_joint = lambda p: (model.log_likelihood(p, signs, data, lo=0, hi=cfg.num_fit)  # noqa: E731
-                         + model.log_prior(p, signs, data))
-  return ev.laplace(log_joint, phi, mask, eig_floor=cfg.eig_floor)
 
 
 def num_data(cfg: FitConfig, model: StructuredModel) -> int:

@@ -86,7 +86,8 @@ class Data(NamedTuple):
 
   Attributes:
     y: ``[T, O]`` observations of the observed states at ``t = 0, dt, ...``
-      (every row the fit may use; which rows are fitted is static).
+      (every row the fit may use; which rows are fitted is static); NaN
+      marks a missing observation (e.g. no data at the initial time).
     x0_ref: ``[S]`` initial states (``init="fixed"``) or the centres of their
       priors (``init="fit"``).
   """
@@ -235,13 +236,19 @@ class StructuredModel:
     sp = self.spec
     log_sigma = log_sigma[None, :]
     sigma = jnp.exp(log_sigma)
+    # Missing observations (NaN) contribute 0; they are replaced first so
+    # that no NaN reaches the gradients.
+    seen = jnp.isfinite(y)
+    y = jnp.where(seen, y, 1.0)
     if sp.noise == "lognormal":
       mu = jnp.log(jnp.maximum(z + sp.noise_offset, sp.log_floor))
       ly = jnp.log(y + sp.noise_offset)
       r = (ly - mu) / sigma
-      return -0.5 * r * r - log_sigma - 0.5 * _LOG_2PI - ly
-    r = (y - z) / sigma
-    return -0.5 * r * r - log_sigma - 0.5 * _LOG_2PI
+      dens = -0.5 * r * r - log_sigma - 0.5 * _LOG_2PI - ly
+    else:
+      r = (y - z) / sigma
+      dens = -0.5 * r * r - log_sigma - 0.5 * _LOG_2PI
+    return jnp.where(seen, dens, 0.0)
 
   def log_likelihood(self, phi: jax.Array, signs: jax.Array, data: Data, *, lo: int, hi: int) -> jax.Array:
     """``log p(y[lo:hi] | phi)``: the solution up to row ``hi``, scored on rows ``lo..hi-1``."""

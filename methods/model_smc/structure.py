@@ -165,8 +165,8 @@ def equations(structure: Structure, library: Library, names: str = "p") -> tuple
 
   Returns:
     ``(equations, params)``: one text per state, and the parameter names in
-    the order of the evaluator's parameter vector (equation, then body
-    index, then the body's own parameters).
+    order (equation, then term in canonical order, then the body's own
+    parameters); :func:`param_slots` gives their ``(equation, body, j)``.
   """
   texts, params = [], []
   for eq in structure.terms:
@@ -183,6 +183,15 @@ def equations(structure: Structure, library: Library, names: str = "p") -> tuple
         out = ex.BinOp("add" if sign > 0 else "sub", out, term)
     texts.append(ex.to_text(out) if out is not None else "0")
   return texts, params
+
+
+def param_slots(structure: Structure, library: Library) -> list[tuple[int, int, int]]:
+  """``(equation, body, j)`` of each parameter named by :func:`equations`, in order."""
+  out = []
+  for s, eq in enumerate(structure.terms):
+    for k, _ in sorted(eq, key=lambda ks: library.keys[ks[0]]):
+      out += [(s, k, j) for j in range(library.n_params(k))]
+  return out
 
 
 def from_equations(
@@ -220,6 +229,9 @@ def from_equations(
   for state, terms in pending:
     eq = {}
     for sign, body in terms:
+      body = ex.canonical(body)
+      if isinstance(body, ex.Call) and body.fn == "neg":  # e.g. (-g)*y is the term -(g*y)
+        sign, body = -sign, body.arg
       k = library.add(body)
       if k in eq:
         raise StructureError(f"equation for {state!r} repeats the term {library.keys[k]!r}")
