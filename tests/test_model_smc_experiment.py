@@ -8,8 +8,6 @@ import pytest
 
 from datasets import population
 from launch import config_schema
-from launch import demo
-from launch import report as report_lib
 from launch import runner
 from launch.configs import model_smc as smc_config
 from methods.model_smc import smc
@@ -33,7 +31,7 @@ def _config(arg="smoke,task=pelts", **overrides):
     ({"smc.target_ess": 1.5}, "'smc.target_ess'"),
     ({"fit.evidence": "waic"}, "allowed values: ['laplace', 'bic', 'heldout']"),
     ({"library": ("a*hare", "__import__('os')")}, "library[1]"),
-    ({"library": ("a*hare", "a*wolf")}, "unknown name" ),
+    ({"library": ("a*hare", "a*hare^lynx")}, "exponent must be"),
     ({"library": ("a*hare", "hare*b")}, "repeats another body"),
     ({"proposal": "llm"}, "evidence_weighted"),
     ({"num_fit": 21}, "'num_fit'"),
@@ -84,13 +82,30 @@ def test_data_tables_and_their_errors(tmp_path):
   assert population.load_pelts(str(tmp_path / "ok.csv")).values.shape == (3, 2)
 
 
-def test_entries_in_demo_report_and_registry():
+def _module_constant(path, name):
+  """A literal module-level constant, read without importing (both modules define absl flags)."""
+  import ast  # pylint: disable=g-import-not-at-top
+
+  with open(path) as f:
+    tree = ast.parse(f.read())
+  for node in tree.body:
+    if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+      return ast.literal_eval(node.value)
+  raise KeyError(name)
+
+
+def test_entries_in_demo_report_and_registry(repo_root):
   from launch import registry  # pylint: disable=g-import-not-at-top
 
   assert "model_smc" in registry.EXPERIMENTS
-  assert ("model_smc", "cpu,task=pelts") in demo.DEMOS
-  names = {v[0] for v in report_lib.REPORTS.values()}
-  assert "model_smc" in names
+  assert ("model_smc", "cpu,task=pelts") in _module_constant(os.path.join(repo_root, "launch/demo.py"), "DEMOS")
+  reports = _module_constant(os.path.join(repo_root, "launch/report.py"), "REPORTS")
+  with open(os.path.join(repo_root, "README.md")) as f:
+    readme = f.read()
+  for name, (experiment, arg, _) in reports.items():
+    if experiment == "model_smc":
+      runner.validate(smc_config.get_config(arg))
+      assert f"<!-- results:{name} -->" in readme and f"<!-- /results:{name} -->" in readme
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.smc.num_particles = 64
   config.smc.target_ess = 0.5
   config.smc.resample_threshold = 0.5
-  config.smc.mcmc_steps = 2
+  # MH sweeps per tempering step, and a cap on each beta increment so that
+  # the particles explore at low beta (>= 1 / max_delta steps): with few
+  # sweeps and free steps, runs stayed near the best prior draws.
+  config.smc.mcmc_steps = 5
+  config.smc.max_delta = 0.1
   config.smc.max_iterations = 60
   config.smc.p_include = 0.25
   config.smc.max_terms = 3
@@ -150,6 +154,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if opts.preset == "smoke":
     config.smc.num_particles = 16
     config.smc.mcmc_steps = 1
+    config.smc.max_delta = 1.0
     config.fit.restarts = 2
     config.fit.steps = 60
     config.fit.newton_steps = 1
@@ -163,7 +168,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       config.smc.num_particles = 32
   elif opts.preset == "paper":
     config.smc.num_particles = 256
-    config.smc.mcmc_steps = 4
+    config.smc.mcmc_steps = 10
+    config.smc.max_delta = 0.05
     config.fit.restarts = 8
     config.fit.steps = 600
     config.fit.batch_size = 64

@@ -124,6 +124,7 @@ def schema() -> cs.Schema:
       "smc.target_ess": cs.Range(lo=0, hi=1, lo_open=True, hi_open=True),
       "smc.resample_threshold": cs.Range(lo=0, hi=1, lo_open=True),
       "smc.mcmc_steps": cs.Range(lo=1),
+      "smc.max_delta": cs.Range(lo=0, hi=1, lo_open=True),
       "smc.max_iterations": cs.Range(lo=1),
       "smc.p_include": cs.Range(lo=0, hi=1, lo_open=True, hi_open=True),
       "smc.max_terms": cs.Range(lo=1),
@@ -220,7 +221,7 @@ def _run_sampler(config, ctx: Context, task, evaluator, grammar, meta: Optional[
   if config.algorithm == "tempered":
     cfg = smc.SMCConfig(num_particles=config.smc.num_particles, target_ess=config.smc.target_ess,
                         resample_threshold=config.smc.resample_threshold, mcmc_steps=config.smc.mcmc_steps,
-                        max_iterations=config.smc.max_iterations, p_include=config.smc.p_include,
+                        max_delta=config.smc.max_delta, max_iterations=config.smc.max_iterations, p_include=config.smc.p_include,
                         max_terms=config.smc.max_terms)
     state = None
     if meta:
@@ -488,7 +489,7 @@ def _run_exact(config, ctx, task, evaluator, grammar) -> dict:
   index = {k: i for i, k in enumerate(keys)}
   cfg = smc.SMCConfig(num_particles=config.smc.num_particles, target_ess=config.smc.target_ess,
                       resample_threshold=config.smc.resample_threshold, mcmc_steps=config.smc.mcmc_steps,
-                      max_iterations=config.smc.max_iterations, p_include=config.smc.p_include,
+                      max_delta=config.smc.max_delta, max_iterations=config.smc.max_iterations, p_include=config.smc.p_include,
                       max_terms=config.smc.max_terms)
   freqs = np.asarray(arrays["freqs"], np.float64)
   log_norms = np.asarray(arrays["log_norm"], np.float64)

@@ -94,6 +94,10 @@ class Evaluator:
   def model(self) -> StructuredModel:
     return compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg)[0]
 
+  def batch_fit(self) -> Callable:
+    """The compiled ``(signs [B, S, K], keys [B], data [B, ...]) -> Fit`` of the current library."""
+    return compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg)[1]
+
   def evaluate(self, structures: Sequence[st.Structure]) -> np.ndarray:
     """``[n]`` float64 log evidences (``-inf`` for failed fits)."""
     keys = [self.key(m) for m in structures]
@@ -129,7 +133,9 @@ class Evaluator:
     signs = np.stack([m.signs(n_bodies) for _, m in items] + [items[0][1].signs(n_bodies)] * pad)
     seeds = [structure_seed(self.seed, k) for k, _ in items] + [0] * pad
     key_data = np.stack([np.asarray(jax.random.key_data(jax.random.key(s))) for s in seeds])
-    out = fn(self.place(signs), jax.random.wrap_key_data(self.place(key_data)), self.data)
+    data = jax.tree.map(lambda x: self.place(np.broadcast_to(np.asarray(x), (self.batch_size,) + x.shape)),
+                        self.data)
+    out = fn(self.place(signs), jax.random.wrap_key_data(self.place(key_data)), data)
     out = self.to_host(out)
     self.num_batches += 1
     for i, (k, _) in enumerate(items):

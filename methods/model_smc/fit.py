@@ -215,8 +215,13 @@ def fit_structure(model: StructuredModel, cfg: FitConfig, signs: jax.Array, key:
 
 
 def make_batch_fit(model: StructuredModel, cfg: FitConfig):
-  """Jitted ``(signs [B, S, K], keys [B], data) -> Fit`` with ``[B]`` leading axes."""
-  return jax.jit(jax.vmap(functools.partial(fit_structure, model, cfg), in_axes=(0, 0, None)))
+  """Jitted ``(signs [B, S, K], keys [B], data [B, ...]) -> Fit`` with ``[B]`` leading axes.
+
+  Each batch entry is a (structure, dataset) pair: the evaluator repeats one
+  dataset over the batch; simulation studies fit one structure to many
+  datasets with the same compiled function.
+  """
+  return jax.jit(jax.vmap(functools.partial(fit_structure, model, cfg), in_axes=(0, 0, 0)))
 
 
 def num_data(cfg: FitConfig, model: StructuredModel) -> int:

@@ -10,7 +10,8 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
 2. each ``step``:
 
    * ``beta_t`` by bisection so that the ESS of the reweighted particles is
-     ``rho N`` (or 1 if the ESS stays above that);
+     ``rho N`` (or 1 if the ESS stays above that), at most ``max_delta``
+     above ``beta_{t-1}``;
    * incremental log-weight ``(beta_t - beta_{t-1}) log Z(m_i)``; the log
      normaliser estimate grows by ``log sum_i W_i exp(increment_i)``;
    * systematic resampling when ``ESS < threshold * N``;
@@ -53,6 +54,9 @@ class SMCConfig:
     target_ess: ``rho``: each tempering step keeps ``ESS = rho N``.
     resample_threshold: resample when ``ESS < threshold * N``.
     mcmc_steps: Metropolis-Hastings sweeps after each reweighting.
+    max_delta: cap on ``beta_t - beta_{t-1}``, so that at least
+      ``1 / max_delta`` tempering steps (each followed by MH sweeps) let the
+      particles explore at low ``beta`` before the target sharpens.
     max_iterations: safety cap on tempering steps.
     p_include: prior probability that a body is in an equation.
     max_terms: most terms per equation.
@@ -62,6 +66,7 @@ class SMCConfig:
   target_ess: float = 0.5
   resample_threshold: float = 0.5
   mcmc_steps: int = 2
+  max_delta: float = 1.0
   max_iterations: int = 60
   p_include: float = 0.25
   max_terms: int = 3
@@ -105,8 +110,9 @@ class StepInfo(NamedTuple):
 
 
 @functools.partial(jax.jit, static_argnames=("rho",))
-def _temper(log_weights, log_evidence, beta, rho):
+def _temper(log_weights, log_evidence, beta, rho, max_delta):
   new_beta = smc_math.next_temperature(log_weights, log_evidence, beta, target_ess_fraction=rho)
+  new_beta = jnp.minimum(new_beta, beta + max_delta)
   incr = smc_math.tempered_increments(log_evidence, new_beta - beta)
   log_ratio = smc_math.log_mean_weight(log_weights, incr)
   new_w = log_weights + incr
@@ -185,7 +191,8 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
   k_res, k_mh = jax.random.split(key)
   lw = jnp.asarray(state.log_weights, jnp.float32)
   lz = jnp.asarray(state.log_evidence, jnp.float32)
-  new_beta, incr, log_ratio, ess, weights = _temper(lw, lz, jnp.float32(state.beta), cfg.target_ess)
+  new_beta, incr, log_ratio, ess, weights = _temper(lw, lz, jnp.float32(state.beta), cfg.target_ess,
+                                                    jnp.float32(cfg.max_delta))
   new_beta = float(new_beta)
   if new_beta >= 1.0 - 1e-6:
     new_beta = 1.0
