@@ -18,9 +18,10 @@ _CPU_DEVICES = flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU dev
 
 
 def _benches():
+  from launch.bench import model_smc  # pylint: disable=g-import-not-at-top
   from launch.bench import varde_bai  # pylint: disable=g-import-not-at-top
 
-  return {"varde_bai": varde_bai.run}
+  return {"varde_bai": varde_bai.run, "model_smc": model_smc.run}
 
 
 def to_markdown(rows: list[dict], header: str) -> str:
