@@ -176,13 +176,31 @@ def equations(structure: Structure, library: Library, names: str = "p") -> tuple
       local = ex.params_of(body)
       mapping = {p: f"{names}{len(params) + i + 1}" for i, p in enumerate(local)}
       params += [mapping[p] for p in local]
-      term = ex.rename_params(body, mapping)
+      term = _params_first(ex.rename_params(body, mapping))
       if out is None:
         out = term if sign > 0 else ex.Call("neg", term)
       else:
         out = ex.BinOp("add" if sign > 0 else "sub", out, term)
     texts.append(ex.to_text(out) if out is not None else "0")
   return texts, params
+
+
+def _params_first(e: ex.Expr) -> ex.Expr:
+  """Display form of a product with its parameters in front (``p1*S*I``)."""
+  if not (isinstance(e, ex.BinOp) and e.op == "mul"):
+    return e
+  factors, stack = [], [e]
+  while stack:
+    f = stack.pop()
+    if isinstance(f, ex.BinOp) and f.op == "mul":
+      stack += [f.right, f.left]
+    else:
+      factors.append(f)
+  factors.sort(key=lambda f: not (isinstance(f, ex.Sym) and f.kind == "param"))
+  out = factors[0]
+  for f in factors[1:]:
+    out = ex.BinOp("mul", out, f)
+  return out
 
 
 def param_slots(structure: Structure, library: Library) -> list[tuple[int, int, int]]:
