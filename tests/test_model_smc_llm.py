@@ -146,3 +146,33 @@ def test_evidence_weighted_run_goes_on_through_failures(server):
   assert len(_Handler.requests) == 8
   # Ancestors reach the prompt of the second generation.
   assert any("ancestors" in r["body"]["messages"][1]["content"] for r in _Handler.requests[4:])
+
+
+@pytest.mark.slow
+def test_launcher_runs_the_llm_proposer_from_the_config(server, tmp_path, monkeypatch):
+  """``proposal=llm`` end to end: endpoint from the config, key from the environment."""
+  from launch import runner  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.setenv("MODEL_SMC_TEST_KEY", "sk-env")
+  config = smc_config.get_config("smoke,task=pelts")
+  config.algorithm = "evidence_weighted"
+  config.proposal = "llm"
+  config.llm.base_url = server
+  config.llm.model = "test-model"
+  config.llm.api_key_env = "MODEL_SMC_TEST_KEY"
+  config.llm.timeout_s = 2.0
+  config.reference.num_particles = 3
+  config.reference.iterations = 2
+  config.reference.alpha = 0.0
+  config.baselines = ("hill_climb",)
+  lv = json.dumps({"rationale": "predator-prey", "equations": {"hare": "a*hare - b*hare*lynx",
+                                                                "lynx": "c*hare*lynx - d*lynx"}})
+  _Handler.replies = [(200, _chat(lv), 0), (200, _chat("{oops"), 0)] * 10
+  results = runner.run(config, str(tmp_path / "llm"))
+  assert results["algorithm"] == "evidence_weighted" and results["proposal"] == "llm"
+  assert results["smc"]["rejections"].get("json", 0) >= 1
+  assert results["smc"]["proposals"] == 3 + 6
+  assert all(r["headers"]["Authorization"] == "Bearer sk-env" for r in _Handler.requests)
+  lv_key = "dhare/dt = +[c0*hare] -[c0*hare*lynx]; dlynx/dt = +[c0*hare*lynx] -[c0*lynx]"
+  assert lv_key in [row["key"] for row in results["smc"]["top"]]
+  assert results["hill_climb"]["proposals"] == results["smc"]["proposals"]

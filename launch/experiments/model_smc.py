@@ -29,6 +29,7 @@ from launch import config_schema as cs
 from launch import mesh as mesh_lib
 from launch.configs import common
 from launch.configs import model_smc as smc_config
+from launch.experiments import model_smc_exact
 from launch.experiments import model_smc_report as report
 from launch.experiments import model_smc_tasks as tasks
 from launch.runtime import Context, Experiment
@@ -161,6 +162,13 @@ def _fit_config(config) -> fit_lib.FitConfig:
                            newton_steps=f.newton_steps)
 
 
+def smc_config_of(config) -> smc.SMCConfig:
+  c = config.smc
+  return smc.SMCConfig(num_particles=c.num_particles, target_ess=c.target_ess,
+                       resample_threshold=c.resample_threshold, mcmc_steps=c.mcmc_steps, max_delta=c.max_delta,
+                       max_iterations=c.max_iterations, p_include=c.p_include, max_terms=c.max_terms)
+
+
 def make_evaluator(config, task: tasks.Task, library: st.Library, mesh) -> Evaluator:
   """The evidence cache; batches are sharded over ``mesh``'s data axis."""
   batch = mesh_lib.padded_size(config.fit.batch_size, mesh)
@@ -219,10 +227,7 @@ def _run_sampler(config, ctx: Context, task, evaluator, grammar, meta: Optional[
   t0 = time.perf_counter()
 
   if config.algorithm == "tempered":
-    cfg = smc.SMCConfig(num_particles=config.smc.num_particles, target_ess=config.smc.target_ess,
-                        resample_threshold=config.smc.resample_threshold, mcmc_steps=config.smc.mcmc_steps,
-                        max_delta=config.smc.max_delta, max_iterations=config.smc.max_iterations, p_include=config.smc.p_include,
-                        max_terms=config.smc.max_terms)
+    cfg = smc_config_of(config)
     state = None
     if meta:
       s = meta["sampler"]
@@ -319,7 +324,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   evaluator = make_evaluator(config, task, library, ctx.mesh)
   grammar = grammar_lib.GrammarProposal(library, max_terms=config.smc.max_terms, move_probs=config.smc.move_probs)
   if config.task == "exact":
-    return _run_exact(config, ctx, task, evaluator, grammar)
+    return model_smc_exact.run_exact(config, ctx, task, evaluator, grammar, smc_config_of(config))
 
   n = config.smc.num_particles if config.algorithm == "tempered" else config.reference.num_particles
   step, arrays, meta = ctx.restore_or(_arrays(n))
@@ -395,7 +400,7 @@ def _finish(config, ctx, task, evaluator, sampled, hill) -> dict:
                "times": np.asarray(task.times).tolist()},
       "library": list(evaluator.library.keys),
       "smc": {"iterations": sampled["iterations"], "final_beta": sampled["beta"],
-              "log_normalizer": report._f(sampled["log_normalizer"]), "proposals": sampled["proposals"],  # pylint: disable=protected-access
+              "log_normalizer": report.finite_or_text(sampled["log_normalizer"]), "proposals": sampled["proposals"],
               "fits": evaluator.num_fits, "wall_time_s": sampled["elapsed"], "rejections": sampled["rejections"],
               "top": top_rows, "mixture": {k: v for k, v in mixture.items() if k != "per_structure"},
               "diagnostics": sampled["diagnostics"]},
@@ -467,68 +472,6 @@ def _truth(task, evaluator, sampled) -> dict:
   del true_eqs
   return {"key": k, "rank": rank, "mass": float(sampled["mass"].get(k, 0.0)), "covered": covered,
           "num_params": len(params), "params": params}
-
-
-def _run_exact(config, ctx, task, evaluator, grammar) -> dict:
-  """Brute force over the whole space, then ``exact.repeats`` SMC runs."""
-  space = st.enumerate_space(len(evaluator.library), len(evaluator.library.states), config.smc.max_terms)
-  repeats = config.exact.repeats
-  step, arrays, meta = ctx.restore_or({"freqs": np.zeros((repeats, len(space))),
-                                       "log_norm": np.zeros((repeats,))})
-  if meta:
-    evaluator.load_state_dict(meta["evaluator"])
-  t0 = time.perf_counter()
-  log_z = evaluator.evaluate(space)
-  k_all = len(evaluator.library)
-  lp = np.array([st.log_prior(m, k_all, p_include=config.smc.p_include, max_terms=config.smc.max_terms)
-                 for m in space])
-  joint = lp + log_z
-  log_norm_exact = float(np.logaddexp.reduce(joint))
-  exact = np.exp(joint - log_norm_exact)
-  keys = [evaluator.key(m) for m in space]
-  index = {k: i for i, k in enumerate(keys)}
-  cfg = smc.SMCConfig(num_particles=config.smc.num_particles, target_ess=config.smc.target_ess,
-                      resample_threshold=config.smc.resample_threshold, mcmc_steps=config.smc.mcmc_steps,
-                      max_delta=config.smc.max_delta, max_iterations=config.smc.max_iterations, p_include=config.smc.p_include,
-                      max_terms=config.smc.max_terms)
-  freqs = np.asarray(arrays["freqs"], np.float64)
-  log_norms = np.asarray(arrays["log_norm"], np.float64)
-  iterations = list(meta["iterations"]) if meta else []
-  for r in range(step, repeats):
-    final = smc.run(jax.random.fold_in(jax.random.key(config.seed), r), evaluator, grammar, cfg)
-    for k, v in smc.posterior_mass(final.particles, final.log_weights, evaluator.key).items():
-      freqs[r, index[k]] = v
-    log_norms[r] = final.log_normalizer
-    iterations.append(final.iteration)
-    ctx.writer.log(r + 1, log_normalizer=final.log_normalizer, iterations=final.iteration,
-                   map_mass=float(freqs[r, int(np.argmax(exact))]))
-    logging.info("[model_smc exact] run %d/%d: %d tempering steps, log normaliser %.3f", r + 1, repeats,
-                 final.iteration, final.log_normalizer)
-    ctx.save(r + 1, {"freqs": freqs, "log_norm": log_norms},
-             {"evaluator": evaluator.state_dict(), "iterations": iterations}, force=r + 1 == repeats)
-  mean = freqs.mean(0)
-  se = freqs.std(0, ddof=1) / math.sqrt(repeats)
-  z = (mean - exact) / np.maximum(se, 1e-12)
-  relevant = (exact > 1e-3) | (mean > 1e-3)
-  order = np.argsort(-exact)
-  table = [{"key": keys[i], "exact": float(exact[i]), "smc": float(mean[i]), "se": float(se[i]),
-            "z": float(z[i]) if relevant[i] else 0.0, "log_evidence": report._f(log_z[i])}  # pylint: disable=protected-access
-           for i in order if exact[i] > 1e-4 or mean[i] > 1e-4]
-  results = {
-      "experiment": "model_smc", "task": task.name, "dataset": task.dataset, "citation": task.citation,
-      "algorithm": config.algorithm, "proposal": config.proposal, "evidence": config.fit.evidence,
-      "num_particles": config.smc.num_particles, "states": list(task.states), "library": list(evaluator.library.keys),
-      "exact": {
-          "num_structures": len(space), "repeats": repeats, "table": table,
-          "max_abs_z": float(np.max(np.abs(z[relevant]))) if relevant.any() else 0.0,
-          "total_variation": float(0.5 * np.abs(mean - exact).sum()),
-          "log_normalizer_exact": log_norm_exact, "log_normalizer_smc": float(log_norms.mean()),
-          "log_normalizer_se": float(log_norms.std(ddof=1) / math.sqrt(repeats)),
-          "tempering_steps": iterations, "wall_time_s": time.perf_counter() - t0,
-      },
-  }
-  report.make_figures(results, ctx.writer, None, None, "", ())
-  return results
 
 
 EXPERIMENT = Experiment(

@@ -24,8 +24,12 @@ from methods.model_smc.evaluator import Evaluator
 Z90 = 1.6448536269514722
 
 
-def _f(x: float) -> Any:
+def finite_or_text(x: float) -> Any:
+  """A float for JSON, or its text (``"-inf"``, ``"nan"``) when not finite."""
   return float(x) if math.isfinite(float(x)) else str(float(x))
+
+
+_f = finite_or_text
 
 
 def parameter_table(evaluator: Evaluator, m: st.Structure) -> dict:

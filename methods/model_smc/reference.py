@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 from typing import Callable, NamedTuple, Optional
 
 import jax
@@ -145,6 +146,7 @@ def reference_step(state: ReferenceState, key: jax.Array, evaluator: Evaluator, 
       m2 = propose(m, float(u[i]), context)
     except (ProposalRejected, llm_lib.LLMError) as e:
       rejections[e.kind] += 1
+      logging.getLogger(__name__).warning("proposal for particle %d rejected (%s): %s", i, e.kind, e.reason)
       continue
     history.append(context["current"])
     new_particles[i] = m2
@@ -219,6 +221,7 @@ def hill_climb(key: jax.Array, evaluator: Evaluator, propose: Proposer, *, budge
       try:
         batch.append((j, propose(current, float(u[j]), context)))
       except (ProposalRejected, llm_lib.LLMError) as e:
+        logging.getLogger(__name__).warning("proposal %d rejected (%s): %s", j, e.kind, e.reason)
         batch.append((j, e.kind))
     valid = [m for _, m in batch if isinstance(m, st.Structure)]
     scores = iter(evaluator.evaluate(valid)) if valid else iter(())
