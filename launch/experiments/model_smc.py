@@ -337,6 +337,9 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
     sampled = _restore_done(meta, library)
   else:
     sampled = _run_sampler(config, ctx, task, evaluator, grammar, meta if meta else None, step, arrays)
+    if config.algorithm == "tempered":  # before the baselines add their own structures to the cache
+      visited = _visited_posterior(config, evaluator)
+      sampled["visited"] = {"num_structures": len(visited), "mass": dict(list(visited.items())[:50])}
 
   # N = 1 hill climbing with the same number of proposals.
   hill = None
@@ -363,7 +366,8 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
                   "iterations": sampled["iterations"], "beta": sampled["beta"],
                   "log_normalizer": sampled["log_normalizer"] if math.isfinite(sampled["log_normalizer"]) else "nan",
                   "proposals": sampled["proposals"], "diagnostics": sampled["diagnostics"],
-                  "elapsed": sampled["elapsed"], "rejections": sampled["rejections"]},
+                  "elapsed": sampled["elapsed"], "rejections": sampled["rejections"],
+                  "visited": sampled.get("visited")},
       "hill": None if hill is None else {**hill, "structure": encode(hill["structure"], library)},
   }
   if not (meta and meta["stage"] == "done"):
@@ -377,7 +381,8 @@ def _restore_done(meta: dict, library: st.Library) -> dict:
   by_key = {st.key(m, library): m for m in particles}
   return {"particles": particles, "mass": s["mass"], "by_key": by_key, "iterations": s["iterations"],
           "beta": s["beta"], "log_normalizer": float(s["log_normalizer"]), "proposals": s["proposals"],
-          "diagnostics": s["diagnostics"], "elapsed": s["elapsed"], "rejections": s["rejections"]}
+          "diagnostics": s["diagnostics"], "elapsed": s["elapsed"], "rejections": s["rejections"],
+          "visited": s.get("visited")}
 
 
 def _finish(config, ctx, task, evaluator, sampled, hill) -> dict:
@@ -409,6 +414,21 @@ def _finish(config, ctx, task, evaluator, sampled, hill) -> dict:
   results["comparison"]["ModelSMC (posterior mixture)"] = _pick(mixture)
   if top_rows:
     results["comparison"]["ModelSMC (top structure)"] = _pick(top_rows[0])
+  if sampled.get("visited"):
+    visited = sampled["visited"]["mass"]
+    for row in top_rows:
+      row["visited_mass"] = visited.get(row["key"], 0.0)
+    v_keys = list(visited)[:config.predictive.top_k]
+    v_structs = [st.from_key(k, evaluator.library) for k in v_keys]
+    v_mix = report.predictive_scores(jax.random.fold_in(key, 2), evaluator, v_structs, [visited[k] for k in v_keys],
+                                     **kw)
+    results["visited"] = {
+        "num_structures": sampled["visited"]["num_structures"],
+        "top": [{"key": k, "mass": visited[k], **report.describe(evaluator, m), **sc}
+                for k, m, sc in zip(v_keys, v_structs, v_mix["per_structure"])],
+        "mixture": {k: v for k, v in v_mix.items() if k not in ("per_structure", "bands")},
+    }
+    results["comparison"]["ModelSMC (visited-set posterior)"] = _pick(v_mix)
   if hill is not None:
     h = report.predictive_scores(jax.random.fold_in(key, 1), evaluator, [hill["structure"]], [1.0], **kw)
     results["hill_climb"] = {**report.describe(evaluator, hill["structure"]), "proposals": hill["proposals"],
@@ -437,6 +457,27 @@ def _finish(config, ctx, task, evaluator, sampled, hill) -> dict:
   report.make_figures(results, ctx.writer, y, np.asarray(task.times), task.time_label, task.observed_names,
                       sindy_median)
   return results
+
+
+def _visited_posterior(config, evaluator) -> dict:
+  """``p(m) Z(m)`` renormalised over every structure fitted so far, largest first.
+
+  The sampler's particle frequencies carry Monte Carlo error (and can miss
+  mixing between modes); since ``p(m) Z(m)`` is known for every visited
+  structure, this is the exact posterior restricted to the visited set.
+  """
+  k_all = len(evaluator.library)
+  keys, logs = [], []
+  for k, rec in evaluator.cache.items():
+    if math.isfinite(rec.log_evidence):
+      m = st.from_key(k, evaluator.library)
+      keys.append(k)
+      logs.append(rec.log_evidence + st.log_prior(m, k_all, p_include=config.smc.p_include,
+                                                  max_terms=config.smc.max_terms))
+  logs = np.asarray(logs, np.float64)
+  w = np.exp(logs - np.logaddexp.reduce(logs))
+  order = np.argsort(-w)
+  return {keys[i]: float(w[i]) for i in order}
 
 
 def _pick(scores: dict) -> dict:

@@ -170,10 +170,11 @@ def format_table(results: dict) -> str:
   lines.append(f"tempering steps {smc['iterations']}, final beta {smc['final_beta']:.3f}, proposals "
                f"{smc['proposals']}, structures fitted {smc['fits']}, log normaliser "
                f"{_num(smc['log_normalizer'])}, {smc['wall_time_s']:.0f} s")
-  lines.append(f"{'mass':>7}{'log Z':>10}{'lpd':>9}  equations")
+  lines.append(f"{'mass':>7}{'visited':>9}{'log Z':>10}{'lpd':>9}  equations")
   for row in smc["top"]:
     eqs = "; ".join(f"{k} = {v}" for k, v in row["equations"].items())
-    lines.append(f"{row['mass']:>7.3f}{_num(row['log_evidence']):>10}{_num(row['heldout_lpd']):>9}  {eqs}")
+    lines.append(f"{row['mass']:>7.3f}{_num(row.get('visited_mass', float('nan')), '{:.3f}'):>9}"
+                 f"{_num(row['log_evidence']):>10}{_num(row['heldout_lpd']):>9}  {eqs}")
   lines.append("")
   lines.append(f"held-out rows {results['rows']['heldout']}: {'method':<28}{'lpd':>10}{'cov50':>8}{'cov90':>8}")
   for name, row in results["comparison"].items():
@@ -204,11 +205,17 @@ def markdown_table(results: dict) -> str:
   out.append(f"**{results['dataset']}** ({results['rows']['fit']} rows fitted, {results['rows']['heldout']} held out); "
              f"tempered SMC, N = {results['num_particles']}, {smc['iterations']} tempering steps, "
              f"{smc['proposals']} proposals, {smc['fits']} structures fitted, {smc['wall_time_s']:.0f} s.\n")
-  out.append("| posterior mass | log Z | held-out lpd | equations |")
-  out.append("|---:|---:|---:|---|")
+  out.append("| SMC posterior mass | visited-set p(m\\|x) | log Z | held-out lpd | equations |")
+  out.append("|---:|---:|---:|---:|---|")
   for row in smc["top"]:
     eqs = "<br>".join(f"`{k} = {v}`" for k, v in row["equations"].items())
-    out.append(f"| {row['mass']:.3f} | {_num(row['log_evidence'])} | {_num(row['heldout_lpd'])} | {eqs} |")
+    out.append(f"| {row['mass']:.3f} | {_num(row.get('visited_mass', float('nan')), '{:.3f}')} | "
+               f"{_num(row['log_evidence'])} | {_num(row['heldout_lpd'])} | {eqs} |")
+  if results.get("visited"):
+    v = results["visited"]["top"][0]
+    eqs = "; ".join(f"`{k} = {e}`" for k, e in v["equations"].items())
+    out.append(f"\nHighest p(m) Z(m) among the {results['visited']['num_structures']} structures fitted: "
+               f"{eqs} (log Z {_num(v['log_evidence'])}, visited-set mass {v['mass']:.3f}).")
   out.append("")
   out.append("| method (same data, same held-out rows) | held-out lpd | 50% coverage | 90% coverage |")
   out.append("|---|---:|---:|---:|")

@@ -160,6 +160,25 @@ def key(structure: Structure, library: Library) -> str:
   return "; ".join(eqs)
 
 
+_TERM = re.compile(r"([+-])\[([^\]]*)\]")
+
+
+def from_key(text: str, library: Library) -> Structure:
+  """Inverse of :func:`key` (bodies are parsed safely and added to ``library`` if new)."""
+  parts = text.split("; ")
+  if len(parts) != len(library.states):
+    raise StructureError(f"key {text!r} does not have one equation per state {list(library.states)}")
+  eqs = []
+  for state, part in zip(library.states, parts):
+    head, _, rhs = part.partition(" = ")
+    if head != f"d{state}/dt":
+      raise StructureError(f"key {text!r}: expected the equation of {state!r}, got {head!r}")
+    terms = [] if rhs == "0" else _TERM.findall(rhs)
+    eqs.append([(library.add(ex.parse(body, states=library.states, limits=library.limits)), 1 if sign == "+" else -1)
+                for sign, body in terms])
+  return Structure.make(eqs)
+
+
 def equations(structure: Structure, library: Library, names: str = "p") -> tuple[list[str], list[str]]:
   """Readable equations with globally numbered parameters.
 
