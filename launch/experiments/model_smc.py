@@ -337,6 +337,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
     sampled = _restore_done(meta, library)
   else:
     sampled = _run_sampler(config, ctx, task, evaluator, grammar, meta if meta else None, step, arrays)
+    sampled["fits"] = evaluator.num_fits  # the sampler's own; the baselines add theirs to the cache
     if config.algorithm == "tempered":  # before the baselines add their own structures to the cache
       visited = _visited_posterior(config, evaluator)
       sampled["visited"] = {"num_structures": len(visited), "mass": dict(list(visited.items())[:50])}
@@ -367,7 +368,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
                   "log_normalizer": sampled["log_normalizer"] if math.isfinite(sampled["log_normalizer"]) else "nan",
                   "proposals": sampled["proposals"], "diagnostics": sampled["diagnostics"],
                   "elapsed": sampled["elapsed"], "rejections": sampled["rejections"],
-                  "visited": sampled.get("visited")},
+                  "visited": sampled.get("visited"), "fits": sampled["fits"]},
       "hill": None if hill is None else {**hill, "structure": encode(hill["structure"], library)},
   }
   if not (meta and meta["stage"] == "done"):
@@ -382,7 +383,7 @@ def _restore_done(meta: dict, library: st.Library) -> dict:
   return {"particles": particles, "mass": s["mass"], "by_key": by_key, "iterations": s["iterations"],
           "beta": s["beta"], "log_normalizer": float(s["log_normalizer"]), "proposals": s["proposals"],
           "diagnostics": s["diagnostics"], "elapsed": s["elapsed"], "rejections": s["rejections"],
-          "visited": s.get("visited")}
+          "visited": s.get("visited"), "fits": s["fits"]}
 
 
 def _finish(config, ctx, task, evaluator, sampled, hill) -> dict:
@@ -406,7 +407,7 @@ def _finish(config, ctx, task, evaluator, sampled, hill) -> dict:
       "library": list(evaluator.library.keys),
       "smc": {"iterations": sampled["iterations"], "final_beta": sampled["beta"],
               "log_normalizer": report.finite_or_text(sampled["log_normalizer"]), "proposals": sampled["proposals"],
-              "fits": evaluator.num_fits, "wall_time_s": sampled["elapsed"], "rejections": sampled["rejections"],
+              "fits": sampled["fits"], "wall_time_s": sampled["elapsed"], "rejections": sampled["rejections"],
               "top": top_rows, "mixture": {k: v for k, v in mixture.items() if k != "per_structure"},
               "diagnostics": sampled["diagnostics"]},
       "comparison": {},
