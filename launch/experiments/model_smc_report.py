@@ -239,6 +239,7 @@ def make_figures(results: dict, writer, y: np.ndarray, times: np.ndarray, time_l
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.ticker  # pylint: disable=g-import-not-at-top,unused-import
 
   if results["task"] == "exact":
     ex_ = results["exact"]
@@ -279,6 +280,7 @@ def make_figures(results: dict, writer, y: np.ndarray, times: np.ndarray, time_l
     ax.set_ylim(min(0.0, np.nanmin(finite)) if finite.size else 0.0, top)
     ax.set_title(names[o])
     ax.set_xlabel(time_label)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
   axes[0][0].legend(fontsize=7)
   writer.save_figure(fig, "predictive_bands")
 
