@@ -79,4 +79,5 @@ def test_laplace_intervals_cover_the_true_parameters_at_their_level(lv):
         covered += int(lo <= math.log(system.params[name]) <= hi)
         total += 1
   expected, sd = 0.9 * total, math.sqrt(total * 0.9 * 0.1)
+  print(f"90% intervals covered {covered} of {total} true parameters")
   assert abs(covered - expected) <= 4 * sd, (covered, total)

@@ -164,7 +164,8 @@ def parse(
   # precedence, so it is rewritten to '**' before parsing.
   try:
     with warnings.catch_warnings():
-      warnings.simplefilter("ignore", SyntaxWarning)
+      warnings.simplefilter("ignore", SyntaxWarning)  # e.g. "invalid decimal literal"
+      warnings.simplefilter("ignore", DeprecationWarning)  # e.g. "invalid escape sequence"
       tree = ast.parse(text.strip().replace("^", "**"), mode="eval")
   except (SyntaxError, ValueError, OverflowError) as e:
     raise UnsafeExpression(f"not a valid expression ({type(e).__name__}: {e.args[0] if e.args else e})", text) from None
