@@ -18,6 +18,7 @@ from launch import distributed
 # (experiment, get_config argument) in the order they run.
 DEMOS = (
     ("varde_bai", "cpu,problem=E1"),
+    ("model_smc", "cpu,task=pelts"),
 )
 
 FLAGS = flags.FLAGS

@@ -28,6 +28,10 @@ REPORTS = {
     "varde_bai_E2": ("varde_bai", "cpu,problem=E2", _VARDE_FIGURES),
     "varde_bai_E3": ("varde_bai", "cpu,problem=E3", _VARDE_FIGURES),
     "varde_bai_E4": ("varde_bai", "cpu,problem=E4", _VARDE_FIGURES),
+    "model_smc_exact": ("model_smc", "cpu,task=exact", ("exact_check",)),
+    "model_smc_lv_sim": ("model_smc", "cpu,task=lv_sim", ("predictive_bands", "posterior_mass")),
+    "model_smc_pelts": ("model_smc", "cpu,task=pelts", ("predictive_bands", "posterior_mass", "diagnostics")),
+    "model_smc_flu": ("model_smc", "cpu,task=flu", ("predictive_bands", "posterior_mass")),
 }
 
 FLAGS = flags.FLAGS

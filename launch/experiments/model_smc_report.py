@@ -1,0 +1,310 @@
+"""Scoring, tables and figures of the ``model_smc`` experiment.
+
+Every method is scored on the held-out rows with the same functions
+(:mod:`methods.model_smc.predictive`): the joint log predictive density of
+the held-out block and the share of held-out observations inside the
+central 50% / 90% predictive intervals. ModelSMC's predictive mixes its top
+structures by posterior mass (each with its Laplace parameter posterior);
+hill climbing uses its single structure (with its Laplace posterior);
+SINDy is a point forecast plus the fitted noise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import jax
+import numpy as np
+
+from methods.model_smc import predictive
+from methods.model_smc import structure as st
+from methods.model_smc.evaluator import Evaluator
+
+Z90 = 1.6448536269514722
+
+
+def finite_or_text(x: float) -> Any:
+  """A float for JSON, or its text (``"-inf"``, ``"nan"``) when not finite."""
+  return float(x) if math.isfinite(float(x)) else str(float(x))
+
+
+_f = finite_or_text
+
+
+def parameter_table(evaluator: Evaluator, m: st.Structure) -> dict:
+  """``{name: {"map", "lo90", "hi90"}}`` on the natural scale (Laplace intervals)."""
+  rec = evaluator.record(m)
+  phi = np.asarray(rec.phi, np.float64)
+  h = np.asarray(evaluator.neg_hessian(m), np.float64)
+  try:
+    cov = np.linalg.inv(0.5 * (h + h.T))
+    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+  except np.linalg.LinAlgError:
+    sd = np.full(phi.shape, np.nan)
+  layout = evaluator.model().layout
+  lib = evaluator.library
+  _, names = st.equations(m, lib)
+  out = {}
+  for name, (s, k, j) in zip(names, st.param_slots(m, lib)):
+    i = layout.slot_index[k][s, j]
+    out[name] = {"map": _f(math.exp(phi[i])), "lo90": _f(math.exp(phi[i] - Z90 * sd[i])),
+                 "hi90": _f(math.exp(phi[i] + Z90 * sd[i]))}
+  for o, i in enumerate(layout.noise_index):
+    out[f"sigma_{lib.states[evaluator.spec.observed[o]]}"] = {
+        "map": _f(math.exp(phi[i])), "lo90": _f(math.exp(phi[i] - Z90 * sd[i])),
+        "hi90": _f(math.exp(phi[i] + Z90 * sd[i]))}
+  for s, i in enumerate(layout.init_index):
+    out[f"{lib.states[s]}0"] = {"map": _f(math.exp(phi[i])), "lo90": _f(math.exp(phi[i] - Z90 * sd[i])),
+                                "hi90": _f(math.exp(phi[i] + Z90 * sd[i]))}
+  return out
+
+
+def describe(evaluator: Evaluator, m: st.Structure) -> dict:
+  """Equations, fit statistics and parameters of one structure."""
+  rec = evaluator.record(m)
+  eqs, _ = st.equations(m, evaluator.library)
+  return {
+      "key": evaluator.key(m),
+      "equations": {f"d{s}/dt": e for s, e in zip(evaluator.library.states, eqs)},
+      "log_evidence": _f(rec.log_evidence),
+      "log_likelihood": _f(rec.log_likelihood),
+      "num_params": rec.num_params,
+      "hessian_positive_definite": rec.positive_definite,
+      "params": parameter_table(evaluator, m),
+  }
+
+
+def predictive_scores(key: jax.Array, evaluator: Evaluator, structures: Sequence[st.Structure],
+                      masses: Sequence[float], *, num_samples: int, num_fit: int, num_points: int) -> dict:
+  """Held-out density, coverage and bands of the mixture of ``structures``."""
+  model = evaluator.model()
+  fn = predictive.jitted_draw(model, num_samples, num_points, num_fit, num_points)
+  y_true = np.asarray(evaluator.data.y, np.float64)
+  masses = np.asarray(masses, np.float64)
+  masses = masses / masses.sum()
+  samples, weights, log_dens, per = [], [], [], []
+  n_bodies = len(evaluator.library)
+  for i, (m, w) in enumerate(zip(structures, masses)):
+    rec = evaluator.record(m)
+    d = fn(jax.random.fold_in(key, i), np.asarray(rec.phi, np.float32), evaluator.neg_hessian(m),
+           m.signs(n_bodies), evaluator.data)
+    y = np.asarray(d.y, np.float64)
+    ld = np.asarray(d.log_density, np.float64)
+    samples.append(y)
+    weights.append(np.full(len(y), w / len(y)))
+    log_dens.append(ld)
+    per.append(_scores(y, np.full(len(y), 1.0 / len(y)), y_true, num_fit,
+                       predictive.log_predictive_density([0.0], [ld])))
+  y_all, w_all = np.concatenate(samples), np.concatenate(weights)
+  lpd = predictive.log_predictive_density(np.log(np.maximum(masses, 1e-300)), log_dens)
+  out = _scores(y_all, w_all, y_true, num_fit, lpd)
+  out["per_structure"] = per
+  b = predictive.bands(y_all, w_all)
+  out["bands"] = {k: (np.asarray(v).tolist() if k == "median" else [np.asarray(v[0]).tolist(), np.asarray(v[1]).tolist()])
+                  for k, v in b.items()}
+  return out
+
+
+def _scores(samples, weights, y_true, num_fit, lpd) -> dict:
+  held, train = y_true[num_fit:], y_true[:num_fit]
+  def cov(level, rows, ys):
+    s = samples[:, rows]
+    ok = np.isfinite(ys)
+    if not ok.any():
+      return float("nan")
+    lo, hi = predictive.weighted_quantiles(s, weights, (0.5 - level / 2, 0.5 + level / 2))
+    inside = (ys >= lo) & (ys <= hi)
+    return float(np.mean(inside[ok]))
+  return {
+      "heldout_lpd": _f(lpd),
+      "coverage50": _f(cov(0.5, slice(num_fit, None), held)),
+      "coverage90": _f(cov(0.9, slice(num_fit, None), held)),
+      "train_coverage50": _f(cov(0.5, slice(0, num_fit), train)),
+      "train_coverage90": _f(cov(0.9, slice(0, num_fit), train)),
+  }
+
+
+def sindy_scores(fit_, y_true: np.ndarray, num_fit: int, *, noise: str, noise_offset: float, num_samples: int,
+                 seed: int) -> dict:
+  """SINDy's held-out density and coverage (same definitions)."""
+  from methods.model_smc import sindy  # pylint: disable=g-import-not-at-top
+
+  lpd = sindy.log_density(fit_, y_true, num_fit, len(y_true), noise=noise, noise_offset=noise_offset)
+  samples = sindy.predictive_samples(seed, fit_, num_samples, noise=noise, noise_offset=noise_offset)
+  samples = np.where(np.isfinite(samples), samples, np.nan)
+  w = np.full(num_samples, 1.0 / num_samples)
+  out = _scores(np.nan_to_num(samples, nan=np.inf), w, y_true, num_fit, lpd)
+  b = predictive.bands(np.nan_to_num(samples, nan=np.inf), w)
+  out["median"] = np.asarray(b["median"]).tolist()
+  return out
+
+
+# ----------------------------------------------------------------------------
+# Tables.
+
+
+def _num(x, fmt="{:.2f}") -> str:
+  try:
+    v = float(x)
+  except (TypeError, ValueError):
+    return str(x)
+  return fmt.format(v) if math.isfinite(v) else str(v)
+
+
+def format_table(results: dict) -> str:
+  """Plain-text summary: top structures, then the side-by-side comparison."""
+  lines = [f"ModelSMC on {results['task']} ({results['dataset']}); {results['algorithm']} SMC, "
+           f"{results['proposal']} proposal, {results['evidence']} evidence, N = {results['num_particles']}"]
+  if results["task"] == "exact":
+    ex_ = results["exact"]
+    lines.append(f"exact check over {ex_['num_structures']} structures, {ex_['repeats']} SMC runs: "
+                 f"max |z| = {ex_['max_abs_z']:.2f}, total variation {ex_['total_variation']:.4f}, "
+                 f"log normaliser {ex_['log_normalizer_smc']:.3f} +- {ex_['log_normalizer_se']:.3f} "
+                 f"(brute force {ex_['log_normalizer_exact']:.3f})")
+    lines.append(f"{'p(m|x) exact':>13}{'SMC mean':>10}{'s.e.':>8}{'z':>7}  structure")
+    for row in ex_["table"][:8]:
+      lines.append(f"{row['exact']:>13.4f}{row['smc']:>10.4f}{row['se']:>8.4f}{row['z']:>7.2f}  {row['key']}")
+    return "\n".join(lines)
+  smc = results["smc"]
+  lines.append(f"tempering steps {smc['iterations']}, final beta {smc['final_beta']:.3f}, proposals "
+               f"{smc['proposals']}, structures fitted {smc['fits']}, log normaliser "
+               f"{_num(smc['log_normalizer'])}, {smc['wall_time_s']:.0f} s")
+  lines.append(f"{'mass':>7}{'visited':>9}{'log Z':>10}{'lpd':>9}  equations")
+  for row in smc["top"]:
+    eqs = "; ".join(f"{k} = {v}" for k, v in row["equations"].items())
+    lines.append(f"{row['mass']:>7.3f}{_num(row.get('visited_mass', float('nan')), '{:.3f}'):>9}"
+                 f"{_num(row['log_evidence']):>10}{_num(row['heldout_lpd']):>9}  {eqs}")
+  lines.append("")
+  lines.append(f"held-out rows {results['rows']['heldout']}: {'method':<28}{'lpd':>10}{'cov50':>8}{'cov90':>8}")
+  for name, row in results["comparison"].items():
+    lines.append(f"{'':>{len(str(results['rows']['heldout'])) + 15}}{name:<28}{_num(row['heldout_lpd']):>10}"
+                 f"{_num(row['coverage50']):>8}{_num(row['coverage90']):>8}")
+  if results.get("truth"):
+    t = results["truth"]
+    lines.append(f"truth: rank {t['rank']}, mass {t['mass']:.3f}; 90% intervals cover "
+                 f"{t['covered']}/{t['num_params']} true parameters")
+  return "\n".join(lines)
+
+
+def markdown_table(results: dict) -> str:
+  """Markdown for the README (via ``launch.report``)."""
+  out = []
+  if results["task"] == "exact":
+    ex_ = results["exact"]
+    out.append(f"Exact check: {ex_['num_structures']} structures fitted by brute force; {ex_['repeats']} "
+               f"independent SMC runs (N = {results['num_particles']}). Largest |z| = {ex_['max_abs_z']:.2f}; "
+               f"total variation {ex_['total_variation']:.4f}; log normaliser {ex_['log_normalizer_smc']:.3f} "
+               f"± {ex_['log_normalizer_se']:.3f} vs exact {ex_['log_normalizer_exact']:.3f}.\n")
+    out.append("| p(m\\|x) exact | SMC mean | s.e. | z | structure |")
+    out.append("|---:|---:|---:|---:|---|")
+    for row in ex_["table"][:6]:
+      out.append(f"| {row['exact']:.4f} | {row['smc']:.4f} | {row['se']:.4f} | {row['z']:+.2f} | `{row['key']}` |")
+    return "\n".join(out) + "\n"
+  smc = results["smc"]
+  out.append(f"**{results['dataset']}** ({results['rows']['fit']} rows fitted, {results['rows']['heldout']} held out); "
+             f"tempered SMC, N = {results['num_particles']}, {smc['iterations']} tempering steps, "
+             f"{smc['proposals']} proposals, {smc['fits']} structures fitted, {smc['wall_time_s']:.0f} s.\n")
+  out.append("| SMC posterior mass | visited-set p(m\\|x) | log Z | held-out lpd | equations |")
+  out.append("|---:|---:|---:|---:|---|")
+  for row in smc["top"]:
+    eqs = "<br>".join(f"`{k} = {v}`" for k, v in row["equations"].items())
+    out.append(f"| {row['mass']:.3f} | {_num(row.get('visited_mass', float('nan')), '{:.3f}')} | "
+               f"{_num(row['log_evidence'])} | {_num(row['heldout_lpd'])} | {eqs} |")
+  if results.get("visited"):
+    v = results["visited"]["top"][0]
+    eqs = "; ".join(f"`{k} = {e}`" for k, e in v["equations"].items())
+    out.append(f"\nHighest p(m) Z(m) among the {results['visited']['num_structures']} structures fitted: "
+               f"{eqs} (log Z {_num(v['log_evidence'])}, visited-set mass {v['mass']:.3f}).")
+  out.append("")
+  out.append("| method (same data, same held-out rows) | held-out lpd | 50% coverage | 90% coverage |")
+  out.append("|---|---:|---:|---:|")
+  for name, row in results["comparison"].items():
+    out.append(f"| {name} | {_num(row['heldout_lpd'])} | {_num(row['coverage50'])} | {_num(row['coverage90'])} |")
+  if results.get("truth"):
+    t = results["truth"]
+    out.append(f"\nTrue structure: rank {t['rank']}, posterior mass {t['mass']:.3f}; the 90% intervals cover "
+               f"{t['covered']} of {t['num_params']} true parameters.")
+  return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------
+# Figures.
+
+
+def make_figures(results: dict, writer, y: np.ndarray, times: np.ndarray, time_label: str,
+                 names: Sequence[str], sindy_median: Optional[np.ndarray] = None) -> None:
+  """``predictive_bands.png``, ``posterior_mass.png`` and ``diagnostics.png``."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.ticker  # pylint: disable=g-import-not-at-top,unused-import
+
+  if results["task"] == "exact":
+    ex_ = results["exact"]
+    rows = ex_["table"][:10]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    x = np.arange(len(rows))
+    ax.bar(x - 0.2, [r["exact"] for r in rows], 0.4, label="brute-force p(m|x)")
+    ax.bar(x + 0.2, [r["smc"] for r in rows], 0.4, yerr=[1.96 * r["se"] for r in rows], capsize=2,
+           label=f"SMC mean of {ex_['repeats']} runs (95% CI)")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"m{i + 1}" for i in x])
+    ax.set_ylabel("posterior mass")
+    ax.set_title("exact check: structure frequencies")
+    ax.legend(fontsize=8)
+    writer.save_figure(fig, "exact_check")
+    return
+
+  num_fit = results["rows"]["fit"]
+  bands = results["smc"]["mixture"]["bands"]
+  n_obs = y.shape[1]
+  fig, axes = plt.subplots(1, n_obs, figsize=(6 * n_obs, 4), squeeze=False)
+  for o, ax in enumerate(axes[0]):
+    lo90, hi90 = (np.asarray(b)[:, o] for b in bands["0.9"])
+    lo50, hi50 = (np.asarray(b)[:, o] for b in bands["0.5"])
+    ax.fill_between(times, lo90, hi90, color="C0", alpha=0.2, label="ModelSMC 90%")
+    ax.fill_between(times, lo50, hi50, color="C0", alpha=0.4, label="ModelSMC 50%")
+    ax.plot(times, np.asarray(bands["median"])[:, o], color="C0", lw=1.5, label="ModelSMC median")
+    hc = results.get("hill_climb", {}).get("median")
+    if hc is not None:
+      ax.plot(times, np.asarray(hc)[:, o], color="C2", ls="--", lw=1.2, label="hill climbing (N=1) median")
+    if sindy_median is not None:
+      ax.plot(times, np.asarray(sindy_median)[:, o], color="C3", ls=":", lw=1.5, label="PySINDy")
+    ax.plot(times[:num_fit], y[:num_fit, o], "ko", ms=4, label="fitted data")
+    ax.plot(times[num_fit:], y[num_fit:, o], "o", mfc="none", mec="k", ms=5, label="held-out data")
+    ax.axvline(times[num_fit] - 0.5 * (times[1] - times[0]), color="gray", lw=0.8)
+    finite = y[np.isfinite(y[:, o]), o]
+    top = np.nanmax(finite) * 2.0 if finite.size else 1.0
+    ax.set_ylim(min(0.0, np.nanmin(finite)) if finite.size else 0.0, top)
+    ax.set_title(names[o])
+    ax.set_xlabel(time_label)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+  axes[0][0].legend(fontsize=7)
+  writer.save_figure(fig, "predictive_bands")
+
+  top = results["smc"]["top"]
+  fig, ax = plt.subplots(figsize=(8, 0.6 * len(top) + 1.5))
+  labels = ["; ".join(f"{k}={v}" for k, v in r["equations"].items()) for r in top]
+  ax.barh(np.arange(len(top))[::-1], [r["mass"] for r in top], color="C0")
+  ax.set_yticks(np.arange(len(top))[::-1])
+  ax.set_yticklabels(labels, fontsize=7)
+  ax.set_xlabel("posterior mass")
+  ax.set_title("top structures")
+  writer.save_figure(fig, "posterior_mass")
+
+  diag = results["smc"]["diagnostics"]
+  if diag:
+    it = [d["iteration"] for d in diag]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
+    axes[0].plot(it, [d["beta"] for d in diag], "o-")
+    axes[0].set_ylabel("beta")
+    axes[1].plot(it, [d["ess"] for d in diag], "o-", label="ESS after reweighting")
+    axes[1].plot(it, [d["unique"] for d in diag], "s-", label="unique structures")
+    axes[1].legend(fontsize=7)
+    axes[2].plot(it, [d["acceptance"] for d in diag], "o-")
+    axes[2].set_ylabel("MH acceptance")
+    for ax in axes:
+      ax.set_xlabel("iteration")
+    writer.save_figure(fig, "diagnostics")

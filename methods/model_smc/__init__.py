@@ -1,0 +1,51 @@
+"""ModelSMC: discovering mechanistic ODE models by SMC over model structures.
+
+Wahl, Schenk, Farnoud, Macke and Gedon, "A Probabilistic Framework for
+LLM-Based Model Discovery" (ICML 2026), rebuilt in JAX with the posterior
+over structures ``p(m | x) ∝ p(m) Z(m)`` as the target:
+
+* :mod:`expr` / :mod:`interpret`: the safe expression language and its
+  interpreter to ``jnp``;
+* :mod:`structure` / :mod:`grammar`: structures, their prior, the
+  exact-density grammar proposal;
+* :mod:`model` / :mod:`fit` / :mod:`evidence`: RK4 likelihood, batched
+  fitting, Laplace / BIC / held-out evidence;
+* :mod:`evaluator`: the cached, batched evidence of structures;
+* :mod:`smc`: tempered SMC over structures;
+* :mod:`reference`: the reference's evidence-weighted scheme and N = 1
+  hill climbing; :mod:`llm`: the LLM proposer;
+* :mod:`predictive` / :mod:`sindy`: held-out scoring and the PySINDy baseline.
+"""
+
+from methods.model_smc.evaluator import Evaluator
+from methods.model_smc.evidence import EVIDENCE_KINDS
+from methods.model_smc.evidence import bic
+from methods.model_smc.evidence import laplace
+from methods.model_smc.expr import Limits
+from methods.model_smc.expr import UnsafeExpression
+from methods.model_smc.expr import canonical
+from methods.model_smc.expr import parse
+from methods.model_smc.expr import to_text
+from methods.model_smc.fit import Fit
+from methods.model_smc.fit import FitConfig
+from methods.model_smc.fit import fit_structure
+from methods.model_smc.fit import make_batch_fit
+from methods.model_smc.grammar import GrammarProposal
+from methods.model_smc.interpret import compile_expr
+from methods.model_smc.llm import ChatClient
+from methods.model_smc.llm import LLMConfig
+from methods.model_smc.llm import LLMError
+from methods.model_smc.llm import LLMProposer
+from methods.model_smc.model import Data
+from methods.model_smc.model import ProblemSpec
+from methods.model_smc.model import StructuredModel
+from methods.model_smc.reference import HillClimb
+from methods.model_smc.reference import ReferenceConfig
+from methods.model_smc.reference import hill_climb
+from methods.model_smc.reference import run_reference
+from methods.model_smc.smc import SMCConfig
+from methods.model_smc.smc import SMCState
+from methods.model_smc.smc import run as run_smc
+from methods.model_smc.structure import Library
+from methods.model_smc.structure import Structure
+from methods.model_smc.structure import from_equations

@@ -1,0 +1,232 @@
+"""An LLM proposer over an OpenAI-compatible chat-completions endpoint.
+
+The proposer sends the current model (and up to three ancestors with their
+scores) to ``POST {base_url}/chat/completions`` and asks for one JSON object::
+
+  {"rationale": "...",
+   "equations": {"<state>": "<right-hand side>", ...},
+   "params": {"<name>": {"init": 0.5, "prior": {"loc": -1.0, "scale": 1.0}}, ...}}
+
+The equations go through the same safe parser as everything else
+(:func:`methods.model_smc.structure.from_equations`); ``params`` is validated
+and recorded, but the fit uses the configured priors and its own starts, so
+every proposal is scored the same way and an LLM cannot raise a model's
+evidence by narrowing its prior. Any failure -- timeout, network or HTTP
+error, a reply that is not the JSON asked for, an unsafe or invalid
+expression -- raises :class:`LLMError` with a ``kind`` and a reason; the
+samplers turn it into a rejected proposal and go on.
+
+Configuration: ``base_url``, ``model`` and the API key come from the
+config or the environment (``MODEL_SMC_LLM_BASE_URL`` / ``OPENAI_BASE_URL``,
+``MODEL_SMC_LLM_MODEL``, and the variable named by ``api_key_env``,
+default ``OPENAI_API_KEY``). Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import socket
+import urllib.error
+import urllib.request
+from typing import Mapping, Optional, Sequence
+
+from methods.model_smc import expr as ex
+from methods.model_smc import structure as st
+
+ERROR_KINDS = ("config", "timeout", "network", "http", "json", "schema", "unsafe", "invalid")
+
+
+class LLMError(RuntimeError):
+  """A failed LLM proposal; ``kind`` is one of :data:`ERROR_KINDS`."""
+
+  def __init__(self, kind: str, reason: str):
+    self.kind, self.reason = kind, reason
+    super().__init__(f"{kind}: {reason}")
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMConfig:
+  """Endpoint settings (empty strings are filled from the environment)."""
+
+  base_url: str = ""
+  model: str = ""
+  api_key_env: str = "OPENAI_API_KEY"
+  timeout_s: float = 60.0
+  temperature: float = 0.7
+  max_tokens: int = 800
+
+
+class ChatClient:
+  """Minimal client of ``POST {base_url}/chat/completions``."""
+
+  def __init__(self, base_url: str, model: str, api_key: Optional[str] = None, *,
+               timeout_s: float = 60.0, temperature: float = 0.7, max_tokens: int = 800):
+    if not base_url or not model:
+      raise LLMError("config", "an LLM proposer needs a base URL and a model name "
+                     "(config llm.base_url / llm.model, or MODEL_SMC_LLM_BASE_URL / MODEL_SMC_LLM_MODEL)")
+    if not re.match(r"^https?://", base_url):
+      raise LLMError("config", f"base URL must start with http:// or https:// (got {base_url!r})")
+    self.url = base_url.rstrip("/") + "/chat/completions"
+    self.model, self.api_key = model, api_key
+    self.timeout_s, self.temperature, self.max_tokens = timeout_s, temperature, max_tokens
+    self.calls = 0
+
+  @classmethod
+  def from_config(cls, cfg: LLMConfig, env: Optional[Mapping[str, str]] = None) -> "ChatClient":
+    env = os.environ if env is None else env
+    base_url = cfg.base_url or env.get("MODEL_SMC_LLM_BASE_URL") or env.get("OPENAI_BASE_URL", "")
+    model = cfg.model or env.get("MODEL_SMC_LLM_MODEL", "")
+    return cls(base_url, model, env.get(cfg.api_key_env) or None, timeout_s=cfg.timeout_s,
+               temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+
+  def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
+    """The assistant message of one chat completion (raises :class:`LLMError`)."""
+    body = json.dumps({
+        "model": self.model,
+        "messages": list(messages),
+        "temperature": self.temperature,
+        "max_tokens": self.max_tokens,
+        "response_format": {"type": "json_object"},
+    }).encode()
+    headers = {"Content-Type": "application/json"}
+    if self.api_key:
+      headers["Authorization"] = f"Bearer {self.api_key}"
+    request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+    self.calls += 1
+    try:
+      with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 (http(s) only)
+        raw = response.read(1 << 20)
+    except urllib.error.HTTPError as e:
+      detail = e.read(300).decode("utf-8", "replace") if e.fp is not None else ""
+      raise LLMError("http", f"HTTP {e.code} from {self.url}: {detail.strip()[:200]}") from None
+    except (socket.timeout, TimeoutError):
+      raise LLMError("timeout", f"no reply from {self.url} within {self.timeout_s:g} s") from None
+    except urllib.error.URLError as e:
+      if isinstance(e.reason, (socket.timeout, TimeoutError)):
+        raise LLMError("timeout", f"no reply from {self.url} within {self.timeout_s:g} s") from None
+      raise LLMError("network", f"cannot reach {self.url}: {e.reason}") from None
+    except OSError as e:
+      raise LLMError("network", f"connection to {self.url} failed: {e}") from None
+    try:
+      envelope = json.loads(raw.decode("utf-8"))
+      content = envelope["choices"][0]["message"]["content"]
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+      raise LLMError("json", f"the endpoint's response is not JSON ({e})") from None
+    except (KeyError, IndexError, TypeError):
+      raise LLMError("schema", "the response has no choices[0].message.content") from None
+    if not isinstance(content, str):
+      raise LLMError("schema", "choices[0].message.content is not a string")
+    return content
+
+
+def _json_object(text: str) -> dict:
+  """The JSON object in a reply (code fences and surrounding prose allowed)."""
+  fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.S)
+  candidate = fenced.group(1) if fenced else text[text.find("{"): text.rfind("}") + 1]
+  if not candidate:
+    raise LLMError("json", "the reply contains no JSON object")
+  try:
+    obj = json.loads(candidate)
+  except json.JSONDecodeError as e:
+    raise LLMError("json", f"the reply's JSON does not parse ({e.msg} at position {e.pos})") from None
+  if not isinstance(obj, dict):
+    raise LLMError("schema", f"expected a JSON object, got {type(obj).__name__}")
+  return obj
+
+
+def parse_reply(text: str, library: st.Library, *, max_params: int) -> tuple[st.Structure, str, dict]:
+  """Validates a reply and builds its structure.
+
+  Returns:
+    ``(structure, rationale, params)``; ``params`` maps names to validated
+    ``{"init", "prior"}`` entries.
+
+  Raises:
+    LLMError: kinds ``json``, ``schema``, ``unsafe`` or ``invalid``.
+  """
+  obj = _json_object(text)
+  eqs = obj.get("equations")
+  if not isinstance(eqs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in eqs.items()):
+    raise LLMError("schema", "'equations' must be an object mapping state names to expression strings")
+  rationale = obj.get("rationale", "")
+  if not isinstance(rationale, str):
+    raise LLMError("schema", "'rationale' must be a string")
+  params = obj.get("params", {})
+  if not isinstance(params, dict):
+    raise LLMError("schema", "'params' must be an object")
+  checked = {}
+  for name, spec in params.items():
+    if not isinstance(spec, dict):
+      raise LLMError("schema", f"params[{name!r}] must be an object with 'init' and 'prior'")
+    init = spec.get("init")
+    if init is not None and (isinstance(init, bool) or not isinstance(init, (int, float))
+                             or not math.isfinite(init) or init <= 0):
+      raise LLMError("schema", f"params[{name!r}].init must be a positive number")
+    prior = spec.get("prior")
+    if prior is not None:
+      if not isinstance(prior, dict) or not all(isinstance(prior.get(k), (int, float)) for k in ("loc", "scale")):
+        raise LLMError("schema", f"params[{name!r}].prior must be {{'loc': number, 'scale': number}}")
+      if not (math.isfinite(prior["loc"]) and math.isfinite(prior["scale"]) and prior["scale"] > 0):
+        raise LLMError("schema", f"params[{name!r}].prior needs a finite loc and a positive scale")
+    checked[str(name)[:32]] = {"init": init, "prior": prior}
+  try:
+    structure = st.from_equations(eqs, library, max_params=max_params)
+  except ex.UnsafeExpression as e:
+    raise LLMError("unsafe", e.reason) from None
+  except st.StructureError as e:
+    raise LLMError("invalid", str(e)) from None
+  return structure, rationale[:500], checked
+
+
+SYSTEM_PROMPT = """You propose mechanistic ordinary differential equation models.
+Write each right-hand side in this language only: numbers, the state names, t,
+parameter names (letters/digits/_; positive values, fitted automatically),
++ - * / ^ and the functions exp log sqrt sin cos tanh abs. Exponents are numbers
+(|e| <= 8) or a single parameter. Anything else is rejected.
+Reply with one JSON object and nothing else:
+{"rationale": "<one or two sentences>",
+ "equations": {<state>: "<right-hand side>", ...},
+ "params": {<name>: {"init": <positive number>, "prior": {"loc": <log-scale mean>, "scale": <log-scale sd>}}}}"""
+
+
+def build_messages(task: str, library: st.Library, current: dict, ancestors: Sequence[dict]) -> list[dict]:
+  """Chat messages asking for one modification of ``current``.
+
+  ``current`` and each ancestor are ``{"equations": [text per state],
+  "score": log evidence}``.
+  """
+  def show(m):
+    eqs = "\n".join(f"  d{s}/dt = {e}" for s, e in zip(library.states, m["equations"]))
+    return f"{eqs}\n  log evidence: {m['score']:.2f}"
+
+  lines = [task.strip(), "", f"States: {', '.join(library.states)}.", "", "Current model:", show(current)]
+  if ancestors:
+    lines += ["", "Its ancestors (most recent first):"] + [show(a) for a in ancestors[:3]]
+  lines += ["", "Propose ONE modified model that should explain the data better while staying "
+            "simple (higher log evidence). Return the JSON object only."]
+  return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
+
+
+class LLMProposer:
+  """Proposals ``m' ~ q_LLM(. | m, ancestors, scores)``; density unknown (``exact = False``)."""
+
+  exact = False
+
+  def __init__(self, client: ChatClient, library: st.Library, task: str, *, max_params: int = 24):
+    self.client, self.library, self.task, self.max_params = client, library, task, max_params
+
+  def propose(self, current: dict, ancestors: Sequence[dict]) -> tuple[st.Structure, str]:
+    """``(structure, rationale)``; raises :class:`LLMError` on any failure."""
+    reply = self.client.complete(build_messages(self.task, self.library, current, ancestors))
+    structure, rationale, _ = parse_reply(reply, self.library, max_params=self.max_params)
+    return structure, rationale
+
+
+def describe(structure: st.Structure, library: st.Library, score: float) -> dict:
+  """``{"equations", "score"}`` of a structure for a prompt."""
+  return {"equations": st.equations(structure, library)[0], "score": float(score)}
+

@@ -1,0 +1,361 @@
+"""The statistical model of a structure: ODE solution, likelihood and priors.
+
+For structure signs ``sigma [S, K]`` over a library of bodies ``b_k`` the ODE
+is ``dx_s/dt = sum_k sigma_sk b_k(x, t; theta_sk)``, solved by fixed-step RK4
+(``substeps`` steps per observation interval ``dt``; states clipped to
+``+-state_bound`` so blow-ups stay finite). All parameters live in one
+unconstrained vector ``phi [D]`` (:class:`Layout`):
+
+* ``log theta_sk`` for every (equation, body) slot -- only the slots of
+  bodies present in the structure are *active*; the others have no effect
+  and no prior, and drop out of the Laplace determinant;
+* ``log sigma_o``, the observation noise of each observed state;
+* ``log x0_s``, the initial states (when ``init == "fit"``).
+
+Observation model (the Stan Lotka-Volterra case study's for ``lognormal``):
+``log(y_to + c) ~ N(log(z_o(t) + c), sigma_o^2)`` with offset ``c``
+(``noise_offset``; 0 for the pelts), the density taken on ``y`` (Jacobian
+included) so that it is comparable across noise models; or
+``y_to ~ N(z_o(t), sigma_o^2)`` for ``gaussian``. Priors: ``log theta ~
+N(loc, scale^2)``, ``log sigma ~ N(loc, scale^2)``, ``log x0_s ~ N(log
+x0_ref_s, init_scale^2)`` where ``x0_ref`` is the first observation (or the
+given value for latent states).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from methods.model_smc import expr as ex
+from methods.model_smc import interpret
+
+NOISE_KINDS = ("lognormal", "gaussian")
+INIT_KINDS = ("fit", "fixed")
+_LOG_2PI = math.log(2 * math.pi)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemSpec:
+  """Static description of the data and the observation model.
+
+  Attributes:
+    states: state names (equation order).
+    observed: indices of the observed states (columns of ``y``).
+    dt: spacing of the (regular) observation times; ``t = 0`` is the first.
+    substeps: RK4 steps per observation interval.
+    noise: one of :data:`NOISE_KINDS`.
+    noise_offset: ``c`` of the lognormal model.
+    init: ``"fit"`` (initial states are parameters) or ``"fixed"``.
+    param_prior: ``(loc, scale)`` of ``log theta``.
+    noise_prior: ``(loc, scale)`` of ``log sigma``.
+    init_prior_scale: scale of ``log x0`` around ``log x0_ref``.
+    state_bound: states are clipped to ``[-bound, bound]``.
+    log_floor: lognormal predictions are floored at this before the log.
+  """
+
+  states: tuple[str, ...]
+  observed: tuple[int, ...]
+  dt: float
+  substeps: int = 10
+  noise: str = "lognormal"
+  noise_offset: float = 0.0
+  init: str = "fit"
+  param_prior: tuple[float, float] = (math.log(0.1), 2.0)
+  noise_prior: tuple[float, float] = (math.log(0.2), 1.0)
+  init_prior_scale: float = 0.5
+  state_bound: float = 1e6
+  log_floor: float = 1e-6
+
+  def __post_init__(self):
+    if self.noise not in NOISE_KINDS:
+      raise ValueError(f"noise={self.noise!r}; allowed: {NOISE_KINDS}")
+    if self.init not in INIT_KINDS:
+      raise ValueError(f"init={self.init!r}; allowed: {INIT_KINDS}")
+    if not self.observed or any(not 0 <= o < len(self.states) for o in self.observed):
+      raise ValueError(f"observed={self.observed} must index the states {self.states}")
+
+
+class Data(NamedTuple):
+  """The arrays a fit needs (a pytree, so fits can be vmapped over datasets).
+
+  Attributes:
+    y: ``[T, O]`` observations of the observed states at ``t = 0, dt, ...``
+      (every row the fit may use; which rows are fitted is static); NaN
+      marks a missing observation (e.g. no data at the initial time).
+    x0_ref: ``[S]`` initial states (``init="fixed"``) or the centres of their
+      priors (``init="fit"``).
+  """
+
+  y: jax.Array  # [T, O]
+  x0_ref: jax.Array  # [S]
+
+
+class Layout:
+  """Where each parameter lives in ``phi [D]`` for a library and problem."""
+
+  def __init__(self, library_params: Sequence[int], spec: ProblemSpec):
+    s_count, k_count = len(spec.states), len(library_params)
+    self.num_states, self.num_bodies = s_count, k_count
+    self.body_params = tuple(int(n) for n in library_params)
+    self.slot_index = []  # [K] arrays [S, n_k]
+    offset = 0
+    per_body = sum(self.body_params)
+    for k, n in enumerate(self.body_params):
+      start = sum(self.body_params[:k])
+      idx = np.array([[s * per_body + start + j for j in range(n)] for s in range(s_count)], np.int32)
+      self.slot_index.append(idx.reshape(s_count, n))
+    offset = s_count * per_body
+    self.num_slot_params = offset
+    self.noise_index = np.arange(offset, offset + len(spec.observed), dtype=np.int32)
+    offset += len(spec.observed)
+    if spec.init == "fit":
+      self.init_index = np.arange(offset, offset + s_count, dtype=np.int32)
+      offset += s_count
+    else:
+      self.init_index = np.zeros((0,), np.int32)
+    self.dim = offset
+
+  def active_mask(self, signs: jax.Array) -> jax.Array:
+    """``[D]`` float mask of the parameters that a structure uses."""
+    mask = jnp.ones((self.dim,), signs.dtype)
+    for k, idx in enumerate(self.slot_index):
+      if idx.shape[1]:
+        on = (signs[:, k] != 0).astype(signs.dtype)  # [S]
+        mask = mask.at[idx.reshape(-1)].set(jnp.repeat(on, idx.shape[1]))
+    return mask
+
+  def slot_names(self, states: Sequence[str], keys: Sequence[str]) -> list[str]:
+    names = [""] * self.dim
+    for k, idx in enumerate(self.slot_index):
+      for s in range(idx.shape[0]):
+        for j in range(idx.shape[1]):
+          names[idx[s, j]] = f"d{states[s]}: {keys[k]} c{j}"
+    return names
+
+
+def rk4_solve(rhs: Callable, x0: jax.Array, *, num_points: int, dt: float, substeps: int,
+              bound: float) -> jax.Array:
+  """``[num_points, S]`` states at ``t = 0, dt, ...`` by fixed-step RK4.
+
+  Args:
+    rhs: ``(x [S], t) -> dx/dt [S]``.
+    x0: ``[S]`` state at ``t = 0``.
+    num_points: number of output times (static).
+    dt: output spacing; the step is ``h = dt / substeps``.
+    substeps: RK4 steps per output interval (static).
+    bound: states are clipped to ``[-bound, bound]`` after each step.
+  """
+  h = dt / substeps
+
+  def rk4(x, t):
+    k1 = rhs(x, t)
+    k2 = rhs(x + 0.5 * h * k1, t + 0.5 * h)
+    k3 = rhs(x + 0.5 * h * k2, t + 0.5 * h)
+    k4 = rhs(x + h * k3, t + h)
+    return jnp.clip(x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4), -bound, bound)
+
+  def interval(x, i):
+    def sub(j, x):
+      return rk4(x, (i * substeps + j) * h)
+    x = jax.lax.fori_loop(0, substeps, sub, x)
+    return x, x
+
+  _, xs = jax.lax.scan(interval, x0, jnp.arange(num_points - 1))
+  return jnp.concatenate([x0[None], xs], axis=0)
+
+
+class StructuredModel:
+  """Log-likelihood, prior and simulation for every structure over a library.
+
+  Built once per (library, problem); its functions take the structure as a
+  ``[S, K]`` sign array, so one compiled function serves every structure
+  (and ``jax.vmap`` batches different structures together).
+  """
+
+  def __init__(self, bodies: Sequence[ex.Expr], spec: ProblemSpec):
+    self.spec = spec
+    self.bodies = tuple(bodies)
+    self.layout = Layout([len(ex.params_of(b)) for b in bodies], spec)
+    self._fns = [interpret.compile_expr(b, states=spec.states, params=ex.params_of(b)) for b in bodies]
+    self._unsafe = [_may_be_non_finite(b) for b in bodies]
+
+  @property
+  def dim(self) -> int:
+    return self.layout.dim
+
+  def rhs(self, phi: jax.Array, signs: jax.Array) -> Callable:
+    """``(x [S], t) -> dx/dt [S]`` of structure ``signs`` at parameters ``phi``.
+
+    Parameters and masks are computed here, once, outside the solver's loop.
+    """
+    lay = self.layout
+    ons, thetas = [], []
+    for k in range(len(self._fns)):
+      on = signs[:, k] != 0  # [S]
+      theta = jnp.exp(phi[lay.slot_index[k]])  # [S, n_k]
+      ons.append(on)
+      thetas.append(jnp.where(on[:, None], theta, jnp.ones_like(theta)))
+
+    def f(x, t):
+      out = jnp.zeros_like(x)
+      for k, fn in enumerate(self._fns):
+        on = ons[k]
+        x_in = x[None, :]
+        if self._unsafe[k]:
+          # Absent terms that can produce NaN/inf (log, sqrt, division,
+          # real powers, exp) are evaluated at a harmless point so that
+          # nothing leaks into the gradients through the mask.
+          x_in = jnp.where(on[:, None], x_in, jnp.ones_like(x_in))
+        else:
+          x_in = jnp.broadcast_to(x_in, (on.shape[0], x.shape[0]))
+        vals = jax.vmap(lambda xi, th: jnp.asarray(fn(xi, th, t), x.dtype))(x_in, thetas[k])
+        out = out + jnp.where(on, signs[:, k] * vals, 0.0)
+      return out
+
+    return f
+
+  def initial_state(self, phi: jax.Array, data: Data) -> jax.Array:
+    if self.spec.init == "fit":
+      return jnp.exp(phi[self.layout.init_index])
+    return data.x0_ref
+
+  def simulate(self, phi: jax.Array, signs: jax.Array, data: Data, num_points: int) -> jax.Array:
+    """``[num_points, S]`` solution from the (fitted or fixed) initial state."""
+    sp = self.spec
+    return rk4_solve(self.rhs(phi, signs), self.initial_state(phi, data), num_points=num_points,
+                     dt=sp.dt, substeps=sp.substeps, bound=sp.state_bound)
+
+  def obs_log_density(self, z: jax.Array, y: jax.Array, log_sigma: jax.Array) -> jax.Array:
+    """``[T, O]`` log densities of observations ``y`` given predictions ``z [T, O]``."""
+    sp = self.spec
+    log_sigma = log_sigma[None, :]
+    sigma = jnp.exp(log_sigma)
+    # Missing observations (NaN) contribute 0; they are replaced first so
+    # that no NaN reaches the gradients.
+    seen = jnp.isfinite(y)
+    y = jnp.where(seen, y, 1.0)
+    if sp.noise == "lognormal":
+      mu = jnp.log(jnp.maximum(z + sp.noise_offset, sp.log_floor))
+      ly = jnp.log(y + sp.noise_offset)
+      r = (ly - mu) / sigma
+      dens = -0.5 * r * r - log_sigma - 0.5 * _LOG_2PI - ly
+    else:
+      r = (y - z) / sigma
+      dens = -0.5 * r * r - log_sigma - 0.5 * _LOG_2PI
+    return jnp.where(seen, dens, 0.0)
+
+  def log_likelihood(self, phi: jax.Array, signs: jax.Array, data: Data, *, lo: int, hi: int) -> jax.Array:
+    """``log p(y[lo:hi] | phi)``: the solution up to row ``hi``, scored on rows ``lo..hi-1``."""
+    traj = self.simulate(phi, signs, data, hi)
+    z = traj[lo:hi][:, np.asarray(self.spec.observed)]
+    dens = self.obs_log_density(z, data.y[lo:hi], phi[self.layout.noise_index])
+    return jnp.sum(dens)
+
+  def log_prior(self, phi: jax.Array, signs: jax.Array, data: Data) -> jax.Array:
+    """Normalised log prior density of the active parameters."""
+    sp, lay = self.spec, self.layout
+
+    def normal(x, loc, scale):
+      r = (x - loc) / scale
+      return -0.5 * r * r - jnp.log(scale) - 0.5 * _LOG_2PI
+
+    mask = self.layout.active_mask(signs)
+    loc, scale = sp.param_prior
+    slots = phi[: lay.num_slot_params]
+    total = jnp.sum(mask[: lay.num_slot_params] * normal(slots, loc, scale))
+    total += jnp.sum(normal(phi[lay.noise_index], *sp.noise_prior))
+    if sp.init == "fit":
+      ref = jnp.log(jnp.maximum(data.x0_ref, sp.log_floor))
+      total += jnp.sum(normal(phi[lay.init_index], ref, sp.init_prior_scale))
+    return total
+
+  def default_phi(self, data: Data) -> jax.Array:
+    """``[D]`` prior centres: ``loc`` for slots and noise, ``log x0_ref`` for the initial states."""
+    sp, lay = self.spec, self.layout
+    phi = jnp.full((lay.dim,), sp.param_prior[0], data.y.dtype)
+    phi = phi.at[lay.noise_index].set(sp.noise_prior[0])
+    if sp.init == "fit":
+      phi = phi.at[lay.init_index].set(jnp.log(jnp.maximum(data.x0_ref, sp.log_floor)))
+    return phi
+
+  def linear_bodies(self) -> list[bool]:
+    """Whether body ``k`` is ``c0 * g(x, t)`` with ``g`` parameter-free."""
+    out = []
+    for b in self.bodies:
+      factors = _mul_factors(b)
+      ps = ex.params_of(b)
+      out.append(len(ps) == 1 and sum(f == ex.Sym("param", ps[0]) for f in factors) == 1
+                 and sum(bool(ex.params_of(f)) for f in factors) == 1)
+    return out
+
+  def gradient_matching_init(self, signs: jax.Array, data: Data, *, num_rows: int,
+                             ridge: float = 1e-3) -> jax.Array:
+    """``[D]`` start values whose linear coefficients match finite differences.
+
+    For bodies ``theta * g(x, t)`` the coefficients of each equation solve a
+    ridge least-squares fit of central differences of the observations (rows
+    ``0..num_rows-1``) on the features ``sign * g(y_t, t)`` (gradient
+    matching; Varah 1982); coefficients that come out non-positive, and
+    every non-linear body, start at the prior centre. Needs every state
+    observed; otherwise the prior centres are returned.
+    """
+    sp, lay = self.spec, self.layout
+    phi = self.default_phi(data)
+    if sorted(sp.observed) != list(range(len(sp.states))) or num_rows < 3:
+      return phi
+    order = np.argsort(np.asarray(sp.observed))
+    ys = data.y[:num_rows][:, order]  # [T, S] in state order
+    deriv = (ys[2:] - ys[:-2]) / (2 * sp.dt)  # [T-2, S]
+    xs = ys[1:-1]
+    ts = (jnp.arange(1, num_rows - 1) * sp.dt).astype(ys.dtype)
+    linear = self.linear_bodies()
+    feats, fixed = [], jnp.zeros_like(deriv)
+    for k, fn in enumerate(self._fns):
+      n = lay.body_params[k]
+      g = jax.vmap(lambda x, t: jnp.asarray(fn(x, jnp.ones((n,), ys.dtype), t), ys.dtype))(xs, ts)
+      feats.append(jnp.where(linear[k], g, 0.0))
+      if n == 0:
+        fixed = fixed + signs[:, k][None, :] * g[:, None]
+    feats = jnp.stack(feats, axis=1)  # [T-2, K]
+    target = deriv - fixed
+    lin = jnp.asarray(linear)
+    for s in range(len(sp.states)):
+      use = (signs[s] != 0) & lin  # [K]
+      f = feats * signs[s][None, :] * use[None, :]
+      gram = f.T @ f
+      diag = jnp.diag(gram)
+      reg = ridge * jnp.maximum(diag, 1e-12) + jnp.where(use, 0.0, 1.0)
+      coef = jnp.linalg.solve(gram + jnp.diag(reg), f.T @ target[:, s])
+      ok = use & (coef > 0) & jnp.isfinite(coef)
+      loc, scale = sp.param_prior
+      for k in range(lay.num_bodies):
+        if linear[k]:
+          i = lay.slot_index[k][s, 0]
+          val = jnp.clip(jnp.log(jnp.where(ok[k], coef[k], 1.0)), loc - 3 * scale, loc + 3 * scale)
+          phi = phi.at[i].set(jnp.where(ok[k], val, phi[i]))
+    return phi
+
+
+def _may_be_non_finite(e: ex.Expr) -> bool:
+  """Whether a body can be NaN/inf at finite states (so must be masked carefully)."""
+  for node in ex.walk(e):
+    if isinstance(node, ex.Call) and node.fn in ("log", "sqrt", "exp"):
+      return True
+    if isinstance(node, ex.BinOp) and node.op == "div":
+      return True
+    if isinstance(node, ex.BinOp) and node.op == "pow" and not (
+        isinstance(node.right, ex.Num) and node.right.value == int(node.right.value) and node.right.value >= 0):
+      return True
+  return False
+
+
+def _mul_factors(e: ex.Expr) -> list[ex.Expr]:
+  if isinstance(e, ex.BinOp) and e.op == "mul":
+    return _mul_factors(e.left) + _mul_factors(e.right)
+  return [e]

@@ -1,0 +1,172 @@
+"""The ``model_smc`` experiment: config validation, data loaders, a smoke run, resumption."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from datasets import population
+from launch import config_schema
+from launch import runner
+from launch.configs import model_smc as smc_config
+from methods.model_smc import smc
+
+
+def _config(arg="smoke,task=pelts", **overrides):
+  config = smc_config.get_config(arg)
+  for key, value in overrides.items():
+    node = config
+    parts = key.split(".")
+    for p in parts[:-1]:
+      node = node[p]
+    with node.ignore_type():
+      node[parts[-1]] = value
+  return config
+
+
+@pytest.mark.parametrize("overrides,words", [
+    ({"smc.num_particle": 3}, "unknown key 'smc.num_particle'; did you mean 'num_particles'"),
+    ({"smc.num_particles": "64"}, "'smc.num_particles' = '64' has type str"),
+    ({"smc.target_ess": 1.5}, "'smc.target_ess'"),
+    ({"fit.evidence": "waic"}, "allowed values: ['laplace', 'bic', 'heldout']"),
+    ({"library": ("a*hare", "__import__('os')")}, "library[1]"),
+    ({"library": ("a*hare", "a*hare^lynx")}, "exponent must be"),
+    ({"library": ("a*hare", "hare*b")}, "repeats another body"),
+    ({"proposal": "llm"}, "evidence_weighted"),
+    ({"num_fit": 21}, "'num_fit'"),
+    ({"baselines": ("sindy", "sindy")}, "duplicate"),
+    ({"baselines": ("gp",)}, "'baselines'"),
+    ({"problem.noise": "poisson"}, "'problem.noise'"),
+])
+def test_bad_configs_fail_before_compute_naming_the_key(overrides, words, tmp_path):
+  config = _config(**overrides)
+  with pytest.raises(config_schema.ConfigError) as info:
+    runner.run(config, str(tmp_path / "w"))
+  assert words in str(info.value)
+  assert not os.path.exists(tmp_path / "w")
+
+
+def test_unknown_task_and_presets():
+  with pytest.raises(ValueError, match="unknown task"):
+    smc_config.get_config("smoke,task=mars")
+  for task in smc_config.TASKS:
+    for preset in ("smoke", "cpu", "paper"):
+      runner.validate(smc_config.get_config(f"{preset},task={task}"))
+
+
+def test_data_tables_and_their_errors(tmp_path):
+  pelts = population.load_pelts()
+  assert pelts.values.shape == (21, 2) and pelts.times[0] == 1900 and pelts.times[-1] == 1920
+  assert pelts.columns == ("hare", "lynx") and pelts.values[3, 1] == 35.2 and "Howard" in pelts.citation
+  flu = population.load_influenza()
+  assert flu.values.shape == (14, 2) and flu.values[:, 0].max() == 298 and "1978" in flu.citation
+  good = "year,hare,lynx\n1900,30,4\n1901,47.2,6.1\n1902,70.2,9.8\n"
+  cases = {
+      "missing.csv": (None, "does not exist"),
+      "header.csv": ("year,lynx,hare\n1900,1,2\n1901,1,2\n1902,1,2\n", "header"),
+      "text.csv": (good.replace("47.2", "n/a"), "line 3: hare='n/a' is not a number"),
+      "negative.csv": (good.replace("6.1", "-6.1"), "non-negative"),
+      "nan.csv": (good.replace("6.1", "nan"), "finite"),
+      "fields.csv": (good + "1903,1\n", "line 5: 2 fields"),
+      "gap.csv": (good.replace("1902", "1904"), "equal steps"),
+      "short.csv": ("year,hare,lynx\n1900,1,2\n", "at least 3"),
+  }
+  for name, (text, words) in cases.items():
+    path = tmp_path / name
+    if text is not None:
+      path.write_text(text)
+    with pytest.raises(population.DataError, match=words):
+      population.load_pelts(str(path))
+  (tmp_path / "ok.csv").write_text(good)
+  assert population.load_pelts(str(tmp_path / "ok.csv")).values.shape == (3, 2)
+
+
+def _module_constant(path, name):
+  """A literal module-level constant, read without importing (both modules define absl flags)."""
+  import ast  # pylint: disable=g-import-not-at-top
+
+  with open(path) as f:
+    tree = ast.parse(f.read())
+  for node in tree.body:
+    if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+      return ast.literal_eval(node.value)
+  raise KeyError(name)
+
+
+def test_entries_in_demo_report_and_registry(repo_root):
+  from launch import registry  # pylint: disable=g-import-not-at-top
+
+  assert "model_smc" in registry.EXPERIMENTS
+  assert ("model_smc", "cpu,task=pelts") in _module_constant(os.path.join(repo_root, "launch/demo.py"), "DEMOS")
+  reports = _module_constant(os.path.join(repo_root, "launch/report.py"), "REPORTS")
+  with open(os.path.join(repo_root, "README.md")) as f:
+    readme = f.read()
+  for name, (experiment, arg, _) in reports.items():
+    if experiment == "model_smc":
+      runner.validate(smc_config.get_config(arg))
+      assert f"<!-- results:{name} -->" in readme and f"<!-- /results:{name} -->" in readme
+
+
+@pytest.fixture(scope="module")
+def pelts_run(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("model_smc") / "pelts")
+  return workdir, runner.run(_config(), workdir)
+
+
+@pytest.mark.slow
+def test_smoke_run_writes_results_and_figures(pelts_run):
+  workdir, results = pelts_run
+  with open(os.path.join(workdir, "results.json")) as f:
+    on_disk = json.load(f)
+  assert on_disk["task"] == "pelts" and on_disk["smc"]["final_beta"] == 1.0
+  top = on_disk["smc"]["top"]
+  assert top and abs(sum(r["mass"] for r in top) - 1.0) < 1.0 + 1e-9
+  for row in top:
+    assert set(row) >= {"mass", "equations", "log_evidence", "heldout_lpd", "coverage50", "coverage90", "params"}
+  diag = on_disk["smc"]["diagnostics"]
+  assert diag and set(diag[0]) >= {"beta", "ess", "resampled", "acceptance", "unique", "mass", "log_normalizer"}
+  assert diag[-1]["beta"] == 1.0
+  comparison = on_disk["comparison"]
+  assert any(k.startswith("hill climbing") for k in comparison) and any(k.startswith("PySINDy") for k in comparison)
+  assert on_disk["hill_climb"]["proposals"] == on_disk["smc"]["proposals"]
+  for row in comparison.values():
+    for k in ("coverage50", "coverage90"):
+      assert 0.0 <= float(row[k]) <= 1.0
+  for fig in ("predictive_bands", "posterior_mass", "diagnostics"):
+    assert os.path.getsize(os.path.join(workdir, f"{fig}.png")) > 1000
+  assert results["smc"]["proposals"] == on_disk["smc"]["proposals"]
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_same_result(pelts_run, tmp_path, monkeypatch):
+  _, reference = pelts_run
+  workdir = str(tmp_path / "resumed")
+  real_step = smc.step
+  calls = {"n": 0}
+
+  def crashing_step(*args, **kwargs):
+    calls["n"] += 1
+    if calls["n"] == 2:
+      raise KeyboardInterrupt("killed")
+    return real_step(*args, **kwargs)
+
+  monkeypatch.setattr(smc, "step", crashing_step)
+  with pytest.raises(KeyboardInterrupt):
+    runner.run(_config(), workdir)
+  assert os.path.isdir(os.path.join(workdir, "checkpoints", "1"))
+  monkeypatch.setattr(smc, "step", real_step)
+  resumed = runner.run(_config(), workdir)
+  a, b = reference["smc"], resumed["smc"]
+  assert [r["key"] for r in a["top"]] == [r["key"] for r in b["top"]]
+  np.testing.assert_allclose([r["mass"] for r in a["top"]], [r["mass"] for r in b["top"]], rtol=1e-9)
+  assert a["proposals"] == b["proposals"] and a["fits"] == b["fits"]
+  assert reference["hill_climb"]["key"] == resumed["hill_climb"]["key"]
+  for name, row in reference["comparison"].items():
+    np.testing.assert_allclose(float(row["heldout_lpd"]), float(resumed["comparison"][name]["heldout_lpd"]),
+                               rtol=1e-4)
+  # A rerun of a finished run does no sampling again.
+  monkeypatch.setattr(smc, "step", crashing_step)
+  calls["n"] = 1
+  again = runner.run(_config(), workdir)
+  assert [r["key"] for r in again["smc"]["top"]] == [r["key"] for r in b["top"]]

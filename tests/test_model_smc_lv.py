@@ -1,0 +1,83 @@
+"""Simulated Lotka-Volterra: structure recovery and calibration of parameter intervals."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from envs import ode_systems
+from launch import mesh as mesh_lib
+from launch.configs import model_smc as smc_config
+from launch.experiments import model_smc as smc_exp
+from launch.experiments import model_smc_tasks as tasks
+from methods.model_smc import grammar
+from methods.model_smc import model as mdl
+from methods.model_smc import smc
+from methods.model_smc import structure as st
+
+Z90 = 1.6448536269514722
+
+
+@pytest.fixture(scope="module")
+def lv():
+  config = smc_config.get_config("cpu,task=lv_sim")
+  config.fit.steps = 200
+  config.fit.restarts = 3
+  task = tasks.build(config)
+  lib = st.Library(task.states, config.library)
+  evaluator = smc_exp.make_evaluator(config, task, lib, mesh_lib.make_mesh())  # sharded over 8 devices
+  return config, task, lib, evaluator
+
+
+@pytest.mark.slow
+def test_true_structure_has_the_largest_posterior_mass(lv):
+  config, task, lib, evaluator = lv
+  cfg = smc.SMCConfig(num_particles=48, mcmc_steps=config.smc.mcmc_steps, max_delta=config.smc.max_delta,
+                      p_include=config.smc.p_include, max_terms=config.smc.max_terms)
+  g = grammar.GrammarProposal(lib, max_terms=config.smc.max_terms)
+  final = smc.run(jax.random.key(0), evaluator, g, cfg)
+  assert final.beta == 1.0
+  mass = smc.posterior_mass(final.particles, final.log_weights, evaluator.key)
+  truth = evaluator.key(tasks.truth_structure(task, lib))
+  best = max(mass, key=mass.get)
+  assert best == truth, (truth, list(mass.items())[:5])
+  assert mass[truth] > 0.25
+
+
+@pytest.mark.slow
+def test_laplace_intervals_cover_the_true_parameters_at_their_level(lv):
+  """90% intervals of (alpha, beta, delta, gamma) over 32 simulated datasets.
+
+  Coverage of 128 intervals is Binomial(128, 0.9) if calibrated: mean 115.2,
+  sd 3.4; the check allows 4 sd.
+  """
+  config, task, lib, evaluator = lv
+  system = ode_systems.LOTKA_VOLTERRA
+  truth = tasks.truth_structure(task, lib)
+  fn = evaluator.batch_fit()
+  layout = evaluator.model().layout
+  b = evaluator.batch_size
+  num_sets = 32
+  params = [(0, lib.keys.index("c0*x"), "alpha"), (0, lib.keys.index("c0*x*y"), "beta"),
+            (1, lib.keys.index("c0*x*y"), "delta"), (1, lib.keys.index("c0*y"), "gamma")]
+  covered = total = 0
+  for start in range(0, num_sets, b):
+    ys = np.stack([np.asarray(ode_systems.simulate(jax.random.key(1000 + i), system)[0])
+                   for i in range(start, start + b)])
+    data = mdl.Data(evaluator.place(ys.astype(np.float32)), evaluator.place(ys[:, 0].astype(np.float32)))
+    signs = np.repeat(truth.signs(len(lib))[None], b, axis=0)
+    keys = jax.random.split(jax.random.key(7), b)
+    out = evaluator.to_host(fn(evaluator.place(signs), keys, data))
+    for i in range(b):
+      assert np.isfinite(out.log_evidence[i])
+      cov = np.linalg.inv(out.neg_hessian[i].astype(np.float64))
+      for s, k, name in params:
+        j = layout.slot_index[k][s, 0]
+        lo = out.phi[i, j] - Z90 * math.sqrt(cov[j, j])
+        hi = out.phi[i, j] + Z90 * math.sqrt(cov[j, j])
+        covered += int(lo <= math.log(system.params[name]) <= hi)
+        total += 1
+  expected, sd = 0.9 * total, math.sqrt(total * 0.9 * 0.1)
+  print(f"90% intervals covered {covered} of {total} true parameters")
+  assert abs(covered - expected) <= 4 * sd, (covered, total)
