@@ -82,32 +82,6 @@ def test_data_tables_and_their_errors(tmp_path):
   assert population.load_pelts(str(tmp_path / "ok.csv")).values.shape == (3, 2)
 
 
-def _module_constant(path, name):
-  """A literal module-level constant, read without importing (both modules define absl flags)."""
-  import ast  # pylint: disable=g-import-not-at-top
-
-  with open(path) as f:
-    tree = ast.parse(f.read())
-  for node in tree.body:
-    if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
-      return ast.literal_eval(node.value)
-  raise KeyError(name)
-
-
-def test_entries_in_demo_report_and_registry(repo_root):
-  from launch import registry  # pylint: disable=g-import-not-at-top
-
-  assert "model_smc" in registry.EXPERIMENTS
-  assert ("model_smc", "cpu,task=pelts") in _module_constant(os.path.join(repo_root, "launch/demo.py"), "DEMOS")
-  reports = _module_constant(os.path.join(repo_root, "launch/report.py"), "REPORTS")
-  with open(os.path.join(repo_root, "README.md")) as f:
-    readme = f.read()
-  for name, (experiment, arg, _) in reports.items():
-    if experiment == "model_smc":
-      runner.validate(smc_config.get_config(arg))
-      assert f"<!-- results:{name} -->" in readme and f"<!-- /results:{name} -->" in readme
-
-
 @pytest.fixture(scope="module")
 def pelts_run(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("model_smc") / "pelts")

@@ -1,6 +1,7 @@
 """Demo, report and benchmark scripts: their wiring and the benchmark's peer."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -17,13 +18,18 @@ from launch.experiments import varde_bai
 from methods import varde
 
 
-def test_demo_and_report_entries_name_valid_configs():
+def test_demo_and_report_entries_name_valid_configs(repo_root):
   from launch import runner  # pylint: disable=g-import-not-at-top
 
   for name, arg in demo.DEMOS:
     runner.validate(registry.get(name).get_config(arg))
+  with open(os.path.join(repo_root, "README.md")) as f:
+    readme = f.read()
   for name, (experiment, arg, _) in report.REPORTS.items():
     runner.validate(registry.get(experiment).get_config(arg))
+    assert f"<!-- results:{name} -->" in readme and f"<!-- /results:{name} -->" in readme
+  assert "<!-- results:bench -->" in readme
+  assert set(registry.EXPERIMENTS) <= {name for name, _ in demo.DEMOS}
 
 
 def test_report_replaces_only_its_block():
