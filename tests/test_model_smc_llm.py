@@ -13,6 +13,7 @@ from launch.configs import model_smc as smc_config
 from launch.experiments import model_smc as smc_exp
 from launch.experiments import model_smc_tasks as tasks
 from launch import mesh as mesh_lib
+from launch import llm_client
 from methods.model_smc import llm
 from methods.model_smc import reference
 from methods.model_smc import structure as st
@@ -63,7 +64,7 @@ GOOD = json.dumps({"rationale": "damped oscillator",
 
 def _proposer(url, timeout_s=2.0):
   lib = st.Library(("x", "v"), ["a*x", "a*v"])
-  client = llm.ChatClient.from_config(llm.LLMConfig(base_url=url, model="test-model", timeout_s=timeout_s),
+  client = llm_client.ChatClient.from_config(llm_client.LLMConfig(base_url=url, model="test-model", timeout_s=timeout_s),
                                       env={"OPENAI_API_KEY": "sk-test"})
   return llm.LLMProposer(client, lib, "Simulated oscillator data."), lib
 
@@ -112,12 +113,12 @@ def test_failures_are_rejections_with_a_reason(server, reply, kind, tmp_path, mo
 
 def test_unreachable_endpoint_and_missing_config():
   with pytest.raises(llm.LLMError) as info:
-    llm.ChatClient("http://127.0.0.1:9/v1", "m", timeout_s=0.5).complete([{"role": "user", "content": "x"}])
+    llm_client.ChatClient("http://127.0.0.1:9/v1", "m", timeout_s=0.5).complete([{"role": "user", "content": "x"}])
   assert info.value.kind in ("network", "timeout")
   with pytest.raises(llm.LLMError, match="base URL"):
-    llm.ChatClient.from_config(llm.LLMConfig(), env={})
+    llm_client.ChatClient.from_config(llm_client.LLMConfig(), env={})
   with pytest.raises(llm.LLMError, match="http"):
-    llm.ChatClient("file:///etc/passwd", "m")
+    llm_client.ChatClient("file:///etc/passwd", "m")
 
 
 @pytest.mark.slow
@@ -127,7 +128,7 @@ def test_evidence_weighted_run_goes_on_through_failures(server):
   task = tasks.build(config)
   lib = st.Library(task.states, config.library)
   evaluator = smc_exp.make_evaluator(config, task, lib, mesh_lib.make_mesh(1))
-  client = llm.ChatClient(server, "test-model", timeout_s=0.5)
+  client = llm_client.ChatClient(server, "test-model", timeout_s=0.5)
   propose = reference.llm_proposer(llm.LLMProposer(client, lib, task.description))
   good2 = json.dumps({"equations": {"x": "k*v - e*x", "v": "-w*x"}})
   _Handler.replies = [(200, _chat(GOOD), 0), (500, "{}", 0), (200, _chat("garbage"), 0),

@@ -26,6 +26,7 @@ import ml_collections
 import numpy as np
 
 from launch import config_schema as cs
+from launch import llm_client
 from launch import mesh as mesh_lib
 from launch.configs import common
 from launch.configs import model_smc as smc_config
@@ -310,7 +311,7 @@ def _proposer(config, task, evaluator, grammar):
   if config.proposal == "grammar":
     return reference.grammar_proposer(grammar)
   l = config.llm
-  client = llm_lib.ChatClient.from_config(llm_lib.LLMConfig(
+  client = llm_client.ChatClient.from_config(llm_client.LLMConfig(
       base_url=l.base_url, model=l.model, api_key_env=l.api_key_env, timeout_s=l.timeout_s,
       temperature=l.temperature, max_tokens=l.max_tokens))
   return reference.llm_proposer(llm_lib.LLMProposer(client, evaluator.library, task.description,

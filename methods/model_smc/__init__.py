@@ -32,8 +32,7 @@ from methods.model_smc.fit import fit_structure
 from methods.model_smc.fit import make_batch_fit
 from methods.model_smc.grammar import GrammarProposal
 from methods.model_smc.interpret import compile_expr
-from methods.model_smc.llm import ChatClient
-from methods.model_smc.llm import LLMConfig
+from methods.model_smc.llm import Completer
 from methods.model_smc.llm import LLMError
 from methods.model_smc.llm import LLMProposer
 from methods.model_smc.model import Data

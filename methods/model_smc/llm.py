@@ -16,23 +16,17 @@ error, a reply that is not the JSON asked for, an unsafe or invalid
 expression -- raises :class:`LLMError` with a ``kind`` and a reason; the
 samplers turn it into a rejected proposal and go on.
 
-Configuration: ``base_url``, ``model`` and the API key come from the
-config or the environment (``MODEL_SMC_LLM_BASE_URL`` / ``OPENAI_BASE_URL``,
-``MODEL_SMC_LLM_MODEL``, and the variable named by ``api_key_env``,
-default ``OPENAI_API_KEY``). Only the standard library is used.
+This module is pure: it builds the messages and validates the replies. The
+HTTP transport (``launch/llm_client.py``, standard library only) is passed in
+as a :class:`Completer`, so ``methods`` does no I/O of its own.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import os
 import re
-import socket
-import urllib.error
-import urllib.request
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from methods.model_smc import expr as ex
 from methods.model_smc import structure as st
@@ -48,79 +42,16 @@ class LLMError(RuntimeError):
     super().__init__(f"{kind}: {reason}")
 
 
-@dataclasses.dataclass(frozen=True)
-class LLMConfig:
-  """Endpoint settings (empty strings are filled from the environment)."""
+class Completer(Protocol):
+  """Anything that returns the assistant's reply to chat ``messages``.
 
-  base_url: str = ""
-  model: str = ""
-  api_key_env: str = "OPENAI_API_KEY"
-  timeout_s: float = 60.0
-  temperature: float = 0.7
-  max_tokens: int = 800
-
-
-class ChatClient:
-  """Minimal client of ``POST {base_url}/chat/completions``."""
-
-  def __init__(self, base_url: str, model: str, api_key: Optional[str] = None, *,
-               timeout_s: float = 60.0, temperature: float = 0.7, max_tokens: int = 800):
-    if not base_url or not model:
-      raise LLMError("config", "an LLM proposer needs a base URL and a model name "
-                     "(config llm.base_url / llm.model, or MODEL_SMC_LLM_BASE_URL / MODEL_SMC_LLM_MODEL)")
-    if not re.match(r"^https?://", base_url):
-      raise LLMError("config", f"base URL must start with http:// or https:// (got {base_url!r})")
-    self.url = base_url.rstrip("/") + "/chat/completions"
-    self.model, self.api_key = model, api_key
-    self.timeout_s, self.temperature, self.max_tokens = timeout_s, temperature, max_tokens
-    self.calls = 0
-
-  @classmethod
-  def from_config(cls, cfg: LLMConfig, env: Optional[Mapping[str, str]] = None) -> "ChatClient":
-    env = os.environ if env is None else env
-    base_url = cfg.base_url or env.get("MODEL_SMC_LLM_BASE_URL") or env.get("OPENAI_BASE_URL", "")
-    model = cfg.model or env.get("MODEL_SMC_LLM_MODEL", "")
-    return cls(base_url, model, env.get(cfg.api_key_env) or None, timeout_s=cfg.timeout_s,
-               temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+  ``launch.llm_client.ChatClient`` is the HTTP implementation; tests and
+  offline runs can pass any object with this method. It raises
+  :class:`LLMError` on failure.
+  """
 
   def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
-    """The assistant message of one chat completion (raises :class:`LLMError`)."""
-    body = json.dumps({
-        "model": self.model,
-        "messages": list(messages),
-        "temperature": self.temperature,
-        "max_tokens": self.max_tokens,
-        "response_format": {"type": "json_object"},
-    }).encode()
-    headers = {"Content-Type": "application/json"}
-    if self.api_key:
-      headers["Authorization"] = f"Bearer {self.api_key}"
-    request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-    self.calls += 1
-    try:
-      with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 (http(s) only)
-        raw = response.read(1 << 20)
-    except urllib.error.HTTPError as e:
-      detail = e.read(300).decode("utf-8", "replace") if e.fp is not None else ""
-      raise LLMError("http", f"HTTP {e.code} from {self.url}: {detail.strip()[:200]}") from None
-    except (socket.timeout, TimeoutError):
-      raise LLMError("timeout", f"no reply from {self.url} within {self.timeout_s:g} s") from None
-    except urllib.error.URLError as e:
-      if isinstance(e.reason, (socket.timeout, TimeoutError)):
-        raise LLMError("timeout", f"no reply from {self.url} within {self.timeout_s:g} s") from None
-      raise LLMError("network", f"cannot reach {self.url}: {e.reason}") from None
-    except OSError as e:
-      raise LLMError("network", f"connection to {self.url} failed: {e}") from None
-    try:
-      envelope = json.loads(raw.decode("utf-8"))
-      content = envelope["choices"][0]["message"]["content"]
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-      raise LLMError("json", f"the endpoint's response is not JSON ({e})") from None
-    except (KeyError, IndexError, TypeError):
-      raise LLMError("schema", "the response has no choices[0].message.content") from None
-    if not isinstance(content, str):
-      raise LLMError("schema", "choices[0].message.content is not a string")
-    return content
+    ...
 
 
 def _json_object(text: str) -> dict:
@@ -216,7 +147,7 @@ class LLMProposer:
 
   exact = False
 
-  def __init__(self, client: ChatClient, library: st.Library, task: str, *, max_params: int = 24):
+  def __init__(self, client: Completer, library: st.Library, task: str, *, max_params: int = 24):
     self.client, self.library, self.task, self.max_params = client, library, task, max_params
 
   def propose(self, current: dict, ancestors: Sequence[dict]) -> tuple[st.Structure, str]:
