@@ -7,6 +7,7 @@ To add an experiment: write ``launch/configs/<name>.py`` and
 
 from __future__ import annotations
 
+from launch.experiments import reg
 from launch.experiments import varde_bai
 from launch.runtime import Experiment
 
@@ -14,6 +15,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in (
         varde_bai.EXPERIMENT,
+        reg.EXPERIMENT,
     )
 }
 
