@@ -18,6 +18,7 @@ from launch import distributed
 # (experiment, get_config argument) in the order they run.
 DEMOS = (
     ("varde_bai", "cpu,problem=E1"),
+    ("reg", "cpu,tasks=pendulum,kinds=medium"),
 )
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/demo", "Where the demo runs go.")

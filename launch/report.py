@@ -23,6 +23,7 @@ from launch import distributed
 # README block -> (experiment, get_config argument, figures to copy).
 REPORTS = {
     "varde_bai_E1": ("varde_bai", "cpu,problem=E1", ("error_vs_budget", "allocation_shares")),
+    "reg_cpu": ("reg", "cpu", ("learning_curves",)),
 }
 
 _RUNS = flags.DEFINE_string("runs", "runs/report", "Directory of the report runs.")

@@ -6,7 +6,7 @@ Launch from the repository root:
 
   # smoke size (seconds), one task, or the paper's scale on real D4RL files:
   python -m launch.main --config=launch/configs/reg.py:smoke --workdir=runs/reg_smoke
-  python -m launch.main --config=launch/configs/reg.py:cpu,tasks=pendulum --workdir=...
+  python -m launch.main --config=launch/configs/reg.py:cpu,tasks=pendulum,kinds=medium --workdir=...
   python -m launch.main --config=launch/configs/reg.py:paper --workdir=... \
       --config.data.d4rl_dir=$HOME/.d4rl/datasets
 
@@ -36,16 +36,16 @@ D4RL_DATASETS = tuple(
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>[,tasks=pendulum+mountaincar]"`` (``+``-separated tasks)."""
-  opts = common.parse_arg(arg, tasks="")
+  """Config for ``arg`` = ``"<preset>[,tasks=pendulum+mountaincar][,kinds=medium+expert]"`` (``+``-separated)."""
+  opts = common.parse_arg(arg, tasks="", kinds="")
   config = common.base_config("reg", opts.preset)
   config.algorithms = ALGORITHMS
   config.num_seeds = 5
-  config.num_updates = 20_000  # per (dataset, algorithm, seed)
+  config.num_updates = 3_000  # per (dataset, algorithm, seed); cpu scale (paper: 1M)
   config.updates_per_chunk = 1_000  # one jitted lax.scan call; checkpoints every checkpoint.every chunks
-  config.eval_every = 5  # evaluate every this many chunks (and at the end)
-  config.eval_episodes = 10  # per seed and evaluation
-  config.final_eval_episodes = 20
+  config.eval_every = 1  # evaluate every this many chunks (and at the end)
+  config.eval_episodes = 4  # per seed and evaluation
+  config.final_eval_episodes = 10
 
   config.data = ml_collections.ConfigDict()
   config.data.source = "generated"  # "generated" | "d4rl_hdf5" | "tfds_d4rl"
@@ -58,11 +58,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.reward_scale = "reference"  # "reference" | "traj_return" (IQL's) | "none"
   config.data.action_clip = 1.0 - 1e-5
   config.data.classic_transitions = 100_000  # rows of each classic-control dataset
-  config.data.mujoco_transitions = 100_000
+  config.data.mujoco_transitions = 50_000
   config.data.mujoco_max_steps = 1000  # episode length of HalfCheetah
-  config.data.td3_steps = 60_000  # online TD3 environment steps for the MuJoCo behaviour policies
+  config.data.td3_steps = 30_000  # online TD3 environment steps for the MuJoCo behaviour policies
   config.data.td3_start_steps = 5_000  # uniform random actions first
-  config.data.td3_hidden = (256, 256)
+  config.data.td3_hidden = (64, 64)
   config.data.td3_snapshot_every = 5_000
   config.data.reference_episodes = 100  # episodes for the random / expert reference returns
 
@@ -123,9 +123,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval_episodes = 10
     config.final_eval_episodes = 100
     config.agent.hidden = (256, 256)
+    config.data.td3_hidden = (256, 256)
     config.data.td3_steps = 1_000_000
     config.data.mujoco_transitions = 1_000_000
     config.data.classic_transitions = 1_000_000
   if opts.tasks:
     config.data.tasks = tuple(opts.tasks.split("+"))
+  if opts.kinds:
+    config.data.kinds = tuple(opts.kinds.split("+"))
   return config
