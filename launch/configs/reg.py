@@ -40,12 +40,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   opts = common.parse_arg(arg, tasks="", kinds="")
   config = common.base_config("reg", opts.preset)
   config.algorithms = ALGORITHMS
-  config.num_seeds = 5
-  config.num_updates = 3_000  # per (dataset, algorithm, seed); cpu scale (paper: 1M)
-  config.updates_per_chunk = 1_000  # one jitted lax.scan call; checkpoints every checkpoint.every chunks
+  config.num_seeds = 6  # a multiple of the device count wastes no padded seeds
+  config.num_updates = 2_000  # per (dataset, algorithm, seed); cpu scale (paper: 1M)
+  config.updates_per_chunk = 500  # one jitted lax.scan call; checkpoints every checkpoint.every chunks
   config.eval_every = 1  # evaluate every this many chunks (and at the end)
-  config.eval_episodes = 4  # per seed and evaluation
-  config.final_eval_episodes = 10
+  config.eval_episodes = 2  # per seed, at intermediate evaluations
+  config.final_eval_episodes = 10  # per seed, at the end
 
   config.data = ml_collections.ConfigDict()
   config.data.source = "generated"  # "generated" | "d4rl_hdf5" | "tfds_d4rl"

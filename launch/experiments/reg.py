@@ -86,12 +86,16 @@ def init_states(config, hp: reg.Hparams, data: reg_data.OfflineData, unit: int, 
   return _init_fn(hp, data.obs_dim, data.action_dim, mesh)(keys)
 
 
+def _normalize(obs, mean, std):
+  return (obs - jnp.broadcast_to(mean, obs.shape)) / jnp.broadcast_to(std, obs.shape)
+
+
 @functools.lru_cache(maxsize=None)
 def _classic_eval_fn(task_name: str, net_hp: reg.Hparams, action_dim: int, episodes: int):
   task = classic_control.make(task_name)
 
   def one(actor, key, mean, std):
-    act = lambda obs: reg.act(actor, (obs - mean) / std, action_dim=action_dim, hp=net_hp)  # noqa: E731
+    act = lambda obs: reg.act(actor, _normalize(obs, mean, std), action_dim=action_dim, hp=net_hp)  # noqa: E731
     return classic_control.evaluate(task, act, key, episodes)
 
   return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None)))
@@ -100,7 +104,7 @@ def _classic_eval_fn(task_name: str, net_hp: reg.Hparams, action_dim: int, episo
 @functools.lru_cache(maxsize=None)
 def _batched_act_fn(net_hp: reg.Hparams, action_dim: int):
   def fn(actors, obs, mean, std):  # actors [P], obs [P, E, S]
-    return jax.vmap(lambda a, o: reg.act(a, (o - mean) / std, action_dim=action_dim, hp=net_hp))(actors, obs)
+    return jax.vmap(lambda a, o: reg.act(a, _normalize(o, mean, std), action_dim=action_dim, hp=net_hp))(actors, obs)
 
   return jax.jit(fn)
 
