@@ -19,8 +19,9 @@ _CPU_DEVICES = flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU dev
 
 def _benches():
   from launch.bench import varde_bai  # pylint: disable=g-import-not-at-top
+  from launch.bench import reg  # pylint: disable=g-import-not-at-top
 
-  return {"varde_bai": varde_bai.run}
+  return {"varde_bai": varde_bai.run, "reg": reg.run}
 
 
 def to_markdown(rows: list[dict], header: str) -> str:
