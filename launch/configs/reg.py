@@ -11,8 +11,9 @@ Launch from the repository root:
       --config.data.d4rl_dir=$HOME/.d4rl/datasets
 
 The ``cpu`` and ``smoke`` presets generate their datasets (gymnax Pendulum
-and MountainCarContinuous with scripted behaviour, gymnasium HalfCheetah with
-behaviour policies of the project's online TD3), write them with the TFDS
+and MountainCarContinuous with scripted behaviour, gymnasium Hopper -- or
+HalfCheetah, ``tasks=halfcheetah`` -- with behaviour policies of the project's
+online TD3), write them with the TFDS
 builder ``offline_rl`` into ``data.data_dir`` and read them back through it.
 ``paper`` points at real D4RL -v2 HDF5 files (``data.source="d4rl_hdf5"``;
 ``"tfds_d4rl"`` reads the TFDS catalog's ``d4rl_mujoco_*`` instead) and uses
@@ -29,7 +30,7 @@ ALGORITHMS = (
     "reg_opg_noproj", "reg_opg_bc", "td3bc", "bc",
 )
 KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert")
-GENERATED_TASKS = ("pendulum", "mountaincar", "halfcheetah")
+GENERATED_TASKS = ("pendulum", "mountaincar", "hopper")
 D4RL_DATASETS = tuple(
     f"{t}-{k}-v2" for t in ("halfcheetah", "hopper", "walker2d") for k in ("medium", "medium-replay", "medium-expert")
 )
@@ -59,10 +60,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.action_clip = 1.0 - 1e-5
   config.data.classic_transitions = 100_000  # rows of each classic-control dataset
   config.data.mujoco_transitions = 50_000
-  config.data.mujoco_max_steps = 1000  # episode length of HalfCheetah
-  config.data.td3_steps = 30_000  # online TD3 environment steps for the MuJoCo behaviour policies
+  config.data.mujoco_max_steps = 1000  # episode time limit of the MuJoCo tasks
+  config.data.td3_steps = 40_000  # online TD3 environment steps for the MuJoCo behaviour policies
   config.data.td3_start_steps = 5_000  # uniform random actions first
   config.data.td3_hidden = (64, 64)
+  config.data.td3_lr = 1e-3  # TD3 paper (v1) learning rate
   config.data.td3_snapshot_every = 5_000
   config.data.reference_episodes = 100  # episodes for the random / expert reference returns
 
@@ -124,6 +126,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.final_eval_episodes = 100
     config.agent.hidden = (256, 256)
     config.data.td3_hidden = (256, 256)
+    config.data.td3_lr = 3e-4
     config.data.td3_steps = 1_000_000
     config.data.mujoco_transitions = 1_000_000
     config.data.classic_transitions = 1_000_000

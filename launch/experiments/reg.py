@@ -266,6 +266,7 @@ def schema() -> cs.Schema:
       "data.td3_steps": cs.Range(lo=1),
       "data.td3_start_steps": cs.Range(lo=0),
       "data.td3_hidden": cs.Each(cs.Range(lo=1), nonempty=True),
+      "data.td3_lr": cs.positive(),
       "data.td3_snapshot_every": cs.Range(lo=5),
       "data.reference_episodes": cs.Range(lo=2),
       "agent.hidden": cs.Each(cs.Range(lo=1), nonempty=True),

@@ -11,7 +11,7 @@ Generated datasets (``data.source="generated"``), D4RL-style:
   noise-free controller's mean returns.
 * MuJoCo HalfCheetah / Hopper (gymnasium): behaviour policies are snapshots of
   the project's online TD3 (:mod:`methods.reg`, ``extraction="td3"``).
-  ``expert`` is the final snapshot, ``medium`` the first snapshot reaching
+  ``expert`` is the best snapshot, ``medium`` the first snapshot reaching
   40% of the way from random to expert, ``medium-replay`` TD3's replay buffer
   up to that snapshot, both acting with N(0, 0.1^2) noise (TD3's exploration).
   References: uniform random and the expert snapshot's deterministic return.
@@ -165,7 +165,7 @@ def generate_classic(task_name: str, config, seed: int) -> dict[str, tuple[dict,
 
 def _td3_hparams(config) -> reg.Hparams:
   return reg.Hparams(critic="td3", extraction="td3", hidden=tuple(config.data.td3_hidden), batch_size=256,
-                     actor_lr=3e-4, critic_lr=3e-4, discount=0.99, polyak=0.005)
+                     actor_lr=config.data.td3_lr, critic_lr=config.data.td3_lr, discount=0.99, polyak=0.005)
 
 
 def _numpy_policy(act_fn, params, noise: float, rng: np.random.Generator):
@@ -223,11 +223,14 @@ def generate_mujoco(task: str, config, seed: int) -> dict[str, tuple[dict, dict]
   ref_eps = max(min(ep, 20), 2)
   rand_ret = float(mujoco_tasks.returns(mujoco_tasks.rollout(
       task, lambda o: rng.uniform(-1, 1, (len(o), mujoco_tasks.DIMS[task][1])), ref_eps, seed + 20_000, max_steps)).mean())
-  expert_step, expert_actor, _ = snapshots[-1]
+  expert_step, expert_actor, _ = max(snapshots, key=lambda x: x[2])  # the best snapshot
   expert_ret = float(mujoco_tasks.returns(mujoco_tasks.rollout(
       task, _numpy_policy(act_fn, expert_actor, 0.0, rng), ref_eps, seed + 30_000, max_steps)).mean())
   target = rand_ret + MEDIUM_FRACTION * (expert_ret - rand_ret)
-  medium_step, medium_actor, medium_ret = next(((s, a, r) for s, a, r in snapshots if r >= target), snapshots[-1])
+  medium_step, medium_actor, medium_ret = next((x for x in snapshots if x[2] >= target), snapshots[-1])
+  if expert_ret <= rand_ret:
+    logging.warning("[reg data] TD3 on %s did not beat uniform actions (%.1f <= %.1f): raise data.td3_steps",
+                    task, expert_ret, rand_ret)
 
   def collect(policy, base_seed):
     eps = math.ceil(n / max_steps) + 1
