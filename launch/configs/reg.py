@@ -75,7 +75,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.agent.actor_lr = 3e-4
   config.agent.critic_lr = 3e-4
   config.agent.value_lr = 3e-4
-  config.agent.actor_cosine_decay = True  # IQL: actor lr cosine-decayed over num_updates
+  # IQL decays the actor lr (cosine) over its 1M updates; over a few thousand it halves the
+  # actor's training, so the short presets keep the lr constant (paper: True).
+  config.agent.actor_cosine_decay = False
   config.agent.discount = 0.99
   config.agent.polyak = 0.005
   config.agent.expectile = 0.7
@@ -125,6 +127,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval_episodes = 10
     config.final_eval_episodes = 100
     config.agent.hidden = (256, 256)
+    config.agent.actor_cosine_decay = True
     config.data.td3_hidden = (256, 256)
     config.data.td3_lr = 3e-4
     config.data.td3_steps = 1_000_000
