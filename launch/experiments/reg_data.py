@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import math
 import os
+import zlib
 from typing import Optional
 
 from absl import logging
@@ -133,7 +134,7 @@ def _classic_reference(task_name: str, key, episodes: int) -> tuple[float, float
 def generate_classic(task_name: str, config, seed: int) -> dict[str, tuple[dict, dict]]:
   """``{kind: (rows, metadata)}`` for a classic-control task."""
   n = config.data.classic_transitions
-  key = jax.random.fold_in(jax.random.PRNGKey(seed), hash(task_name) % (2**31))
+  key = jax.random.fold_in(jax.random.PRNGKey(seed), zlib.crc32(task_name.encode()) % (2**31))  # stable across processes
   keys = jax.random.split(key, 6)
   random_return, expert_return = _classic_reference(task_name, keys[0], config.data.reference_episodes)
   (e_noise, e_prob), (m_noise, m_prob) = (CLASSIC_BEHAVIOUR[task_name][k] for k in ("expert", "medium"))
