@@ -185,7 +185,13 @@ def test_every_algorithm_learns_on_a_pendulum_dataset(tmp_path):
   config.data.classic_transitions = 20_000
   config.data.data_dir = str(tmp_path / "data")
   config.mesh.data = 1
-  res = runner.run(config, str(tmp_path / "run"))
+  work = str(tmp_path / "run")
+  res = runner.run(config, work)
+  # Q stays bounded: |Q| <= max|r| / (1 - gamma) (Pendulum's reward is at least -16.3 per step), with slack.
+  bound = 2 * 16.3 * res["dataset_info"]["pendulum-expert"]["reward_scale"] / (1 - config.agent.discount)
+  for line in open(os.path.join(work, "metrics.jsonl")):
+    r = json.loads(line)
+    assert r.get("q_abs_max", 0.0) < bound, r
   # The random policy under the same protocol: num_seeds x final_eval_episodes episodes.
   task = classic_control.make("pendulum")
   ep = jax.jit(lambda k: classic_control.rollout(task, classic_control.behaviour_policy(task, random_prob=1.0), k,
