@@ -113,7 +113,7 @@ def evaluate(config, data: reg_data.OfflineData, actors, key, episodes: int) -> 
   """Normalised scores ``[P, episodes]`` of the seeds' deterministic policies."""
   net_hp = _net_hparams(config)
   p = jax.tree.leaves(actors)[0].shape[0]
-  actors = jax.device_get(actors)
+  actors = jax.tree.map(jnp.asarray, mesh_lib.to_host(actors))  # every seed, on this process's device
   if reg_data.is_classic(data.task):
     keys = jax.random.split(key, p)
     ret = _classic_eval_fn(data.task, net_hp, data.action_dim, episodes)(actors, keys, data.obs_mean, data.obs_std)
