@@ -233,10 +233,13 @@ def generate_mujoco(task: str, config, seed: int) -> dict[str, tuple[dict, dict]
     logging.warning("[reg data] TD3 on %s did not beat uniform actions (%.1f <= %.1f): raise data.td3_steps",
                     task, expert_ret, rand_ret)
 
-  def collect(policy, base_seed):
-    eps = math.ceil(n / max_steps) + 1
-    e = mujoco_tasks.rollout(task, policy, eps, base_seed, max_steps)
-    return suite.truncate(suite.episodes_to_rows(*e), n)
+  def collect(policy, base_seed):  # batches of episodes until n rows (episodes may end early on terminals)
+    parts, rows, batch = [], 0, math.ceil(n / max_steps) + 1
+    while rows < n:
+      e = mujoco_tasks.rollout(task, policy, batch, base_seed + 1_000 * len(parts), max_steps)
+      parts.append(suite.episodes_to_rows(*e))
+      rows += len(parts[-1]["rewards"])
+    return suite.truncate(suite.concat(parts), n)
 
   rows = {"random": collect(lambda o: rng.uniform(-1, 1, (len(o), mujoco_tasks.DIMS[task][1])), seed + 40_000)}
   rows["medium"] = collect(_numpy_policy(act_fn, medium_actor, MUJOCO_ACTION_NOISE, rng), seed + 50_000)
