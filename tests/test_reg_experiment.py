@@ -78,7 +78,7 @@ def test_smoke_run_results_figures_and_resume(tmp_path):
   assert os.path.exists(os.path.join(work, "learning_curves.png"))
   with open(os.path.join(work, "results.json")) as f:
     assert json.load(f)["datasets"] == ["pendulum-medium"]
-  info = res["dataset_info"]["pendulum-expert"]
+  info = res["dataset_info"]["pendulum-medium"]
   assert info["random_return"] < info["expert_return"] and info["transitions"] > 19_000
   lines = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
   assert [r["step"] for r in lines] == list(range(1, 5))
