@@ -4,7 +4,6 @@ import chex
 import jax
 from jax.flatten_util import ravel_pytree
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from methods import reg
