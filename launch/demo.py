@@ -19,6 +19,7 @@ from launch import distributed
 DEMOS = (
     ("varde_bai", "cpu,problem=E1"),
     ("model_smc", "cpu,task=pelts"),
+    ("reg", "cpu,tasks=pendulum,kinds=medium"),
 )
 
 FLAGS = flags.FLAGS

@@ -8,6 +8,7 @@ To add an experiment: write ``launch/configs/<name>.py`` and
 from __future__ import annotations
 
 from launch.experiments import model_smc
+from launch.experiments import reg
 from launch.experiments import varde_bai
 from launch.runtime import Experiment
 
@@ -16,6 +17,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     for e in (
         varde_bai.EXPERIMENT,
         model_smc.EXPERIMENT,
+        reg.EXPERIMENT,
     )
 }
 

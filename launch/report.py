@@ -32,6 +32,7 @@ REPORTS = {
     "model_smc_lv_sim": ("model_smc", "cpu,task=lv_sim", ("predictive_bands", "posterior_mass")),
     "model_smc_pelts": ("model_smc", "cpu,task=pelts", ("predictive_bands", "posterior_mass", "diagnostics")),
     "model_smc_flu": ("model_smc", "cpu,task=flu", ("predictive_bands", "posterior_mass")),
+    "reg_cpu": ("reg", "cpu", ("learning_curves",)),
 }
 
 FLAGS = flags.FLAGS

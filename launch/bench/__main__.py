@@ -25,8 +25,9 @@ def define_flags() -> None:
 def _benches():
   from launch.bench import model_smc  # pylint: disable=g-import-not-at-top
   from launch.bench import varde_bai  # pylint: disable=g-import-not-at-top
+  from launch.bench import reg  # pylint: disable=g-import-not-at-top
 
-  return {"varde_bai": varde_bai.run, "model_smc": model_smc.run}
+  return {"varde_bai": varde_bai.run, "model_smc": model_smc.run, "reg": reg.run}
 
 
 def to_markdown(rows: list[dict], header: str) -> str:

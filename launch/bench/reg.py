@@ -1,0 +1,111 @@
+"""IQL update throughput: this project's jitted update against PyTorch (CPU).
+
+Rows (same networks -- 256x256 ReLU MLPs for the twin Q, V and actor --, the
+same batch size 256 and the same dataset shapes, HalfCheetah-sized: 17-dim
+observations, 6-dim actions):
+
+1. one seed: ``methods.reg.train_chunk`` (``lax.scan`` over 500 updates per
+   jitted call, minibatches sampled on the device) against the PyTorch peer's
+   eager update loop (``launch/bench/reg_torch.py``), updates per second;
+2. the same, one update per jitted call (dispatch overhead included);
+3. six seeds vmapped in one call (seed-updates per second) against the PyTorch
+   loop (which runs seeds one after another, so its rate is row 1's).
+
+Compilation is excluded from the JAX rates and reported in the notes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from launch.bench import reg_torch
+from methods import reg
+
+OBS, ACT = 17, 6
+
+
+def _data(n: int) -> dict:
+  rng = np.random.default_rng(0)
+  return {
+      "observations": rng.standard_normal((n, OBS)).astype(np.float32),
+      "actions": rng.uniform(-0.99, 0.99, (n, ACT)).astype(np.float32),
+      "rewards": rng.standard_normal(n).astype(np.float32),
+      "next_observations": rng.standard_normal((n, OBS)).astype(np.float32),
+      "terminals": (rng.uniform(size=n) < 0.01).astype(np.float32),
+  }
+
+
+def _timed(fn, args, calls: int):
+  t0 = time.perf_counter()
+  out = jax.block_until_ready(fn(*args))
+  cold = time.perf_counter() - t0
+  best = math.inf
+  for _ in range(calls):
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn(*args))
+    best = min(best, time.perf_counter() - t0)
+  return out, cold, best
+
+
+def run(quick: bool) -> list[dict]:
+  hidden = (256, 256)
+  chunk = 100 if quick else 500
+  torch_updates = 50 if quick else 500
+  seeds = 6
+  data = _data(100_000)
+  batch = reg.Batch(*(jnp.asarray(data[k]) for k in ("observations", "actions", "rewards", "next_observations",
+                                                     "terminals")))
+  hp = reg.Hparams(hidden=hidden, batch_size=256)
+  state = reg.init(jax.random.PRNGKey(0), OBS, ACT, hp=hp)
+  # The peer's best of one thread and all cores (oversubscribed threads are slower on a busy machine).
+  rates = {t: reg_torch.updates_per_second(data, torch_updates, hidden, 256, threads=t)
+           for t in sorted({1, os.cpu_count() or 1})}
+  threads = max(rates, key=rates.get)
+  torch_rate = rates[threads]
+  print(f"PyTorch IQL: {rates} updates/s by thread count", flush=True)
+  rows = []
+
+  scan = jax.jit(functools.partial(reg.train_chunk, num_updates=chunk, hp=hp))
+  _, cold, warm = _timed(scan, (state, batch), 3)
+  ours = chunk / warm
+  rows.append({
+      "benchmark": f"IQL update, 256x256, batch 256, 1 seed, lax.scan of {chunk}",
+      "ours": ours, "peer": torch_rate, "unit": "updates/s", "peer_name": "PyTorch CPU eager loop",
+      "ratio": ours / torch_rate,
+      "notes": f"compile {cold - warm:.1f}s excluded; torch: best of threads {sorted(rates)} ({threads})",
+  })
+
+  single = jax.jit(functools.partial(reg.update, hp=hp))
+  b = reg.sample_batch(batch, jax.random.PRNGKey(1), 256)
+
+  def loop(s):
+    for _ in range(20):
+      s, _ = single(s, b)
+    return s
+
+  _, cold1, warm1 = _timed(loop, (state,), 3)
+  ours1 = 20 / warm1
+  rows.append({
+      "benchmark": "IQL update, 256x256, batch 256, 1 seed, one update per jitted call",
+      "ours": ours1, "peer": torch_rate, "unit": "updates/s", "peer_name": "PyTorch CPU eager loop",
+      "ratio": ours1 / torch_rate, "notes": "fixed batch (no sampling); dispatch per update",
+  })
+
+  states = jax.vmap(functools.partial(reg.init, obs_dim=OBS, action_dim=ACT, hp=hp))(
+      jax.random.split(jax.random.PRNGKey(0), seeds))
+  vscan = jax.jit(jax.vmap(functools.partial(reg.train_chunk, num_updates=chunk // 5, hp=hp), in_axes=(0, None)))
+  _, coldv, warmv = _timed(vscan, (states, batch), 2)
+  oursv = seeds * (chunk // 5) / warmv
+  rows.append({
+      "benchmark": f"IQL update, 256x256, batch 256, {seeds} seeds vmapped",
+      "ours": oursv, "peer": torch_rate, "unit": "seed-updates/s", "peer_name": "PyTorch CPU eager loop, seeds in turn",
+      "ratio": oursv / torch_rate, "notes": f"compile {coldv - warmv:.1f}s excluded",
+  })
+  return rows

@@ -1,0 +1,305 @@
+"""Experiment ``reg``: REG / REG+OPG (and ablations) against IQL, TD3+BC and BC.
+
+Config: ``launch/configs/reg.py``. For every dataset and algorithm, all seeds
+train together: one jitted call runs ``updates_per_chunk`` updates in a
+``lax.scan``, vmapped over the seed axis, which is sharded over the mesh's
+``data`` axis (padded to a multiple of the device count; padded seeds train
+but are not reported). Units (dataset, algorithm) run one after another; the
+checkpoint holds the current unit's training state and every score so far, at
+global step ``unit * chunks + chunk``, so a killed run resumes where it was and
+ends with bit-identical parameters (``results.json`` records a SHA-256 of each
+unit's final parameters). A NaN/Inf in the losses or the state stops the run,
+naming the step and the quantity; the last good checkpoint is kept.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from datasets.offline_rl import d4rl
+from envs import classic_control
+from envs import mujoco_tasks
+from launch import checkpoint as ckpt_lib
+from launch import config_schema as cs
+from launch import mesh as mesh_lib
+from launch import metrics as metrics_lib
+from launch.configs import common
+from launch.configs import reg as reg_config
+from launch.experiments import reg_data
+from launch.experiments import reg_report
+from launch.runtime import Context, Experiment
+from methods import reg
+
+
+def hparams(config: ml_collections.ConfigDict, algorithm: str) -> reg.Hparams:
+  """Static :class:`methods.reg.Hparams` of ``algorithm`` under ``config``."""
+  a, spec = config.agent, reg.ALGORITHMS[algorithm]
+  cosine = a.actor_cosine_decay and spec["extraction"] in ("awr", "opg")
+  return reg.Hparams(
+      hidden=tuple(a.hidden), layer_norm=a.layer_norm, batch_size=a.batch_size,
+      actor_lr=a.actor_lr, critic_lr=a.critic_lr, value_lr=a.value_lr,
+      actor_cosine_steps=config.num_updates if cosine else 0,
+      discount=a.discount, polyak=a.polyak, expectile=a.expectile,
+      awr_beta=a.awr_beta, awr_max_weight=a.awr_max_weight,
+      reg_alpha=config.reg.alpha, reg_ambiguity=config.reg.ambiguity,
+      reg_regularizer=config.reg.regularizer, reg_lambda=config.reg.lam,
+      opg_eta=config.opg.eta, opg_pg_action=config.opg.pg_action,
+      opg_normalize_q=config.opg.normalize_q, opg_eps=config.opg.eps,
+      td3_alpha=config.td3bc.alpha, policy_noise=config.td3bc.policy_noise,
+      noise_clip=config.td3bc.noise_clip, policy_delay=config.td3bc.policy_delay,
+      **spec,
+  )
+
+
+def _net_hparams(config) -> reg.Hparams:
+  """The part of the hparams that defines the actor network (shared by all algorithms)."""
+  return reg.Hparams(hidden=tuple(config.agent.hidden), layer_norm=config.agent.layer_norm)
+
+
+@functools.lru_cache(maxsize=None)
+def chunk_fn(hp: reg.Hparams, num_updates: int, mesh):
+  """Jitted ``(states [P], data, size) -> (states, metrics [P])``; seeds sharded over ``mesh``."""
+  fn = jax.vmap(functools.partial(reg.train_chunk, num_updates=num_updates, hp=hp), in_axes=(0, None, None))
+  data_sh, repl = mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)
+  return jax.jit(fn, in_shardings=(data_sh, repl, repl), out_shardings=(data_sh, data_sh))
+
+
+@functools.lru_cache(maxsize=None)
+def _init_fn(hp: reg.Hparams, obs_dim: int, action_dim: int, mesh):
+  fn = jax.vmap(functools.partial(reg.init, obs_dim=obs_dim, action_dim=action_dim, hp=hp))
+  return jax.jit(fn, in_shardings=mesh_lib.data_sharding(mesh), out_shardings=mesh_lib.data_sharding(mesh))
+
+
+def init_states(config, hp: reg.Hparams, data: reg_data.OfflineData, unit: int, mesh) -> reg.TrainState:
+  """``[P]`` seeds' initial states of a unit (seed ``i``'s key: ``fold_in(fold_in(key(seed), unit), i)``)."""
+  p = mesh_lib.padded_size(config.num_seeds, mesh)
+  base = jax.random.fold_in(jax.random.PRNGKey(config.seed), unit)
+  keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(p)))
+  keys = mesh_lib.global_array(keys.shape, mesh_lib.data_sharding(mesh), lambda idx: keys[idx])
+  return _init_fn(hp, data.obs_dim, data.action_dim, mesh)(keys)
+
+
+def _normalize(obs, mean, std):
+  return (obs - jnp.broadcast_to(mean, obs.shape)) / jnp.broadcast_to(std, obs.shape)
+
+
+@functools.lru_cache(maxsize=None)
+def _classic_eval_fn(task_name: str, net_hp: reg.Hparams, action_dim: int, episodes: int):
+  task = classic_control.make(task_name)
+
+  def one(actor, key, mean, std):
+    act = lambda obs: reg.act(actor, _normalize(obs, mean, std), action_dim=action_dim, hp=net_hp)  # noqa: E731
+    return classic_control.evaluate(task, act, key, episodes)
+
+  return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None)))
+
+
+@functools.lru_cache(maxsize=None)
+def _batched_act_fn(net_hp: reg.Hparams, action_dim: int):
+  def fn(actors, obs, mean, std):  # actors [P], obs [P, E, S]
+    return jax.vmap(lambda a, o: reg.act(a, _normalize(o, mean, std), action_dim=action_dim, hp=net_hp))(actors, obs)
+
+  return jax.jit(fn)
+
+
+def evaluate(config, data: reg_data.OfflineData, actors, key, episodes: int) -> np.ndarray:
+  """Normalised scores ``[P, episodes]`` of the seeds' deterministic policies."""
+  net_hp = _net_hparams(config)
+  p = jax.tree.leaves(actors)[0].shape[0]
+  actors = jax.tree.map(jnp.asarray, mesh_lib.to_host(actors))  # every seed, on this process's device
+  if reg_data.is_classic(data.task):
+    keys = jax.random.split(key, p)
+    ret = _classic_eval_fn(data.task, net_hp, data.action_dim, episodes)(actors, keys, data.obs_mean, data.obs_std)
+  else:
+    act = _batched_act_fn(net_hp, data.action_dim)
+
+    def policy(obs):  # [P * E, S], seed-major
+      a = act(actors, jnp.asarray(obs).reshape(p, episodes, -1), data.obs_mean, data.obs_std)
+      return np.asarray(a).reshape(p * episodes, -1)
+
+    seed = int(jax.random.randint(key, (), 0, 2**30))
+    ep = mujoco_tasks.rollout(data.task, policy, p * episodes, seed, config.data.mujoco_max_steps)
+    ret = mujoco_tasks.returns(ep).reshape(p, episodes)
+  return d4rl.normalized_score(np.asarray(ret), data.random_return, data.expert_return)
+
+
+def digest(tree) -> str:
+  """SHA-256 of every leaf's bytes (bit-identity of parameters across runs)."""
+  h = hashlib.sha256()
+  for leaf in jax.tree.leaves(mesh_lib.to_host(tree)):
+    h.update(np.ascontiguousarray(leaf).tobytes())
+  return h.hexdigest()
+
+
+def _pad_rows(batch: reg.Batch, capacity: int) -> reg.Batch:
+  """Pads the dataset to ``capacity`` rows (sampling uses only the real ones) to share compilations."""
+  n = batch.rewards.shape[0]
+  return jax.tree.map(lambda x: np.concatenate([x, np.zeros((capacity - n,) + x.shape[1:], x.dtype)]), batch)
+
+
+def eval_chunks(config) -> list[int]:
+  c = config.num_updates // config.updates_per_chunk
+  return [i for i in range(1, c + 1) if i % config.eval_every == 0 or i == c]
+
+
+def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
+  """Trains every (dataset, algorithm) unit; returns ``results.json``'s content."""
+  start = time.perf_counter()
+  directory = reg_data.maybe_prepare(config, ctx.workdir)
+  names = reg_data.dataset_names(config)
+  datasets = {n: reg_data.load(config, n, directory) for n in names}
+  capacity = {}
+  for d in datasets.values():
+    capacity[d.task] = max(capacity.get(d.task, 0), len(d.transitions["rewards"]))
+  units = [(n, a) for n in names for a in config.algorithms]
+  chunks = config.num_updates // config.updates_per_chunk
+  evals = eval_chunks(config)
+  p = mesh_lib.padded_size(config.num_seeds, ctx.mesh)
+  hps = {a: hparams(config, a) for a in config.algorithms}
+
+  def template(unit: int) -> dict:
+    n, a = units[unit]
+    return {
+        "train": init_states(config, hps[a], datasets[n], unit, ctx.mesh),
+        "scores": np.zeros((len(units), len(evals), p), np.float32),
+        "digest": np.zeros((len(units), 8), np.uint32),
+    }
+
+  latest = ctx.checkpointer.latest_step() if ctx.checkpointer is not None else None
+  first = (latest - 1) // chunks if latest else 0
+  step, ckpt, _ = ctx.restore_or(template(first))
+  scores, digests = np.array(ckpt["scores"]), np.array(ckpt["digest"])
+  unit, done = ((step - 1) // chunks, step - ((step - 1) // chunks) * chunks) if step else (0, 0)
+  state = ckpt["train"]
+  if done == chunks:
+    unit, done = unit + 1, 0
+  progress = metrics_lib.Progress(len(units) * config.num_updates, unit="updates", start=step * config.updates_per_chunk)
+  for u in range(unit, len(units)):
+    name, algorithm = units[u]
+    data = datasets[name]
+    hp = hps[algorithm]
+    if u != unit or done == 0:
+      state = init_states(config, hp, data, u, ctx.mesh)
+      done = 0
+    batch = _pad_rows(data.batch(), capacity[data.task])
+    size = jnp.int32(len(data.transitions["rewards"]))
+    fn = chunk_fn(hp, config.updates_per_chunk, ctx.mesh)
+    progress.label = f"[reg {name} {algorithm}] "
+    for c in range(done + 1, chunks + 1):
+      g = u * chunks + c
+      state, m = fn(state, batch, size)
+      m = {k: np.asarray(mesh_lib.to_host(v))[: config.num_seeds] for k, v in m.items()}
+      bad = [f"metrics/{k}" for k, v in m.items() if not np.all(np.isfinite(v))]
+      if bad:
+        raise ckpt_lib.NonFiniteError(g, bad, ctx.checkpointer.latest_step() if ctx.checkpointer else None)
+      record = {"dataset": name, "algorithm": algorithm, "updates": c * config.updates_per_chunk}
+      record.update({k: float(np.mean(v)) for k, v in m.items()})
+      if c in evals:
+        j = evals.index(c)
+        episodes = config.final_eval_episodes if c == chunks else config.eval_episodes
+        key = jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), g)
+        scores[u, j] = evaluate(config, data, state.actor, key, episodes).mean(axis=1)
+        s = scores[u, j, : config.num_seeds]
+        record.update(score_mean=float(s.mean()), score_se=float(reg_report.stderr(s)))
+      if c == chunks:
+        digests[u] = np.frombuffer(bytes.fromhex(digest(state)), np.uint32)
+      record["updates_per_s"] = progress.rate(g * config.updates_per_chunk)
+      ctx.writer.log(g, **record)
+      progress.update(g * config.updates_per_chunk)
+      ctx.save(g, {"train": state, "scores": scores, "digest": digests}, force=c == chunks)
+    done = 0
+
+  results = reg_report.summarize(config, units, evals, scores, digests, datasets)
+  results["wall_time_s"] = time.perf_counter() - start
+  reg_report.make_figures(results, ctx.writer)
+  return results
+
+
+def _checks(config):
+  if config.num_updates % config.updates_per_chunk:
+    yield "num_updates", f"{config.num_updates} is not a multiple of updates_per_chunk={config.updates_per_chunk}"
+  if config.reg.ambiguity == "kappa" and config.reg.regularizer != "none":
+    yield "reg.regularizer", f"{config.reg.regularizer!r}: ambiguity 'kappa' takes 'none' (use ambiguity 'simplex')"
+  if config.data.source == "generated":
+    allowed = reg_data.CLASSIC + reg_data.MUJOCO
+    for t in config.data.tasks:
+      if t not in allowed:
+        yield "data.tasks", f"{t!r} is not a generated task; allowed: {list(allowed)}"
+  else:
+    for n in config.data.d4rl_datasets:
+      if d4rl.task_of(n) not in ("halfcheetah", "hopper", "walker2d"):
+        yield "data.d4rl_datasets", f"{n!r}: only halfcheetah/hopper/walker2d -v2 datasets are evaluated"
+  if config.data.td3_start_steps >= config.data.td3_steps:
+    yield "data.td3_start_steps", "must be smaller than data.td3_steps"
+  if config.data.td3_snapshot_every % 5:
+    yield "data.td3_snapshot_every", "must be a multiple of 5 (TD3 trains in fifths of it)"
+
+
+def schema() -> cs.Schema:
+  constraints = {
+      **common.BASE_CONSTRAINTS,
+      "experiment": cs.OneOf(("reg",)),
+      "algorithms": cs.Each(cs.OneOf(tuple(reg.ALGORITHMS)), nonempty=True),
+      "num_seeds": cs.Range(lo=1),
+      "num_updates": cs.Range(lo=1),
+      "updates_per_chunk": cs.Range(lo=1),
+      "eval_every": cs.Range(lo=1),
+      "eval_episodes": cs.Range(lo=1),
+      "final_eval_episodes": cs.Range(lo=1),
+      "data.source": cs.OneOf(("generated", "d4rl_hdf5", "tfds_d4rl")),
+      "data.tasks": cs.Each(cs.OneOf(reg_data.CLASSIC + reg_data.MUJOCO), nonempty=True),
+      "data.kinds": cs.Each(cs.OneOf(reg_config.KINDS), nonempty=True),
+      "data.d4rl_datasets": cs.Each(cs.OneOf(tuple(
+          f"{t}-{k}-v2" for t in ("halfcheetah", "hopper", "walker2d") for k in d4rl.DATASET_KINDS)), nonempty=True),
+      "data.reward_scale": cs.OneOf(("reference", "traj_return", "none")),
+      "data.action_clip": cs.Range(lo=0, hi=1, lo_open=True),
+      "data.classic_transitions": cs.Range(lo=100),
+      "data.mujoco_transitions": cs.Range(lo=100),
+      "data.mujoco_max_steps": cs.Range(lo=10),
+      "data.td3_steps": cs.Range(lo=1),
+      "data.td3_start_steps": cs.Range(lo=0),
+      "data.td3_hidden": cs.Each(cs.Range(lo=1), nonempty=True),
+      "data.td3_lr": cs.positive(),
+      "data.td3_snapshot_every": cs.Range(lo=5),
+      "data.reference_episodes": cs.Range(lo=2),
+      "agent.hidden": cs.Each(cs.Range(lo=1), nonempty=True),
+      "agent.batch_size": cs.Range(lo=1),
+      "agent.actor_lr": cs.positive(),
+      "agent.critic_lr": cs.positive(),
+      "agent.value_lr": cs.positive(),
+      "agent.discount": cs.Range(lo=0, hi=1, hi_open=True),
+      "agent.polyak": cs.Range(lo=0, hi=1, lo_open=True),
+      "agent.expectile": cs.Range(lo=0, hi=1, lo_open=True, hi_open=True),
+      "agent.awr_beta": cs.Range(lo=0),
+      "agent.awr_max_weight": cs.positive(),
+      "reg.alpha": cs.Range(lo=0),
+      "reg.ambiguity": cs.OneOf(reg.losses.AMBIGUITY_SETS),
+      "reg.regularizer": cs.OneOf(reg.losses.REGULARIZERS),
+      "reg.lam": cs.positive(),
+      "opg.eta": cs.Range(lo=0),
+      "opg.pg_action": cs.OneOf(("mean", "sample")),
+      "opg.eps": cs.positive(),
+      "td3bc.alpha": cs.Range(lo=0),
+      "td3bc.policy_noise": cs.Range(lo=0),
+      "td3bc.noise_clip": cs.Range(lo=0),
+      "td3bc.policy_delay": cs.Range(lo=1),
+  }
+  unique = lambda c: [("algorithms", m)] if (m := cs.Unique().check(c.algorithms)) else []  # noqa: E731
+  return cs.Schema(reg_config.get_config(), constraints, checks=(common.mesh_check, unique, lambda c: list(_checks(c))))
+
+
+EXPERIMENT = Experiment(
+    name="reg",
+    get_config=reg_config.get_config,
+    schema=schema,
+    run=run,
+    summary=reg_report.format_table,
+    markdown=reg_report.markdown_table,
+)

@@ -1,0 +1,337 @@
+"""Datasets of the ``reg`` experiment: generation, TFDS preparation and loading.
+
+Generated datasets (``data.source="generated"``), D4RL-style:
+
+* classic control (gymnax, pure JAX): scripted behaviour from
+  :mod:`envs.classic_control` -- ``expert`` is the scripted controller with
+  small Gaussian noise, ``medium`` a noise-degraded one (Gaussian noise and
+  uniform random actions), ``random`` uniform actions, ``medium-replay`` a
+  curriculum from random to medium behaviour over episodes, ``medium-expert``
+  medium and expert concatenated. References: the uniform policy's and the
+  noise-free controller's mean returns.
+* MuJoCo HalfCheetah / Hopper (gymnasium): behaviour policies are snapshots of
+  the project's online TD3 (:mod:`methods.reg`, ``extraction="td3"``).
+  ``expert`` is the best snapshot, ``medium`` the first snapshot reaching
+  40% of the way from random to expert, ``medium-replay`` TD3's replay buffer
+  up to that snapshot, both acting with N(0, 0.1^2) noise (TD3's exploration).
+  References: uniform random and the expert snapshot's deterministic return.
+
+Each dataset is staged and written by the TFDS builder
+:class:`datasets.offline_rl.builder.OfflineRl` (array_record) and read back
+through it; D4RL sources go through :mod:`datasets.offline_rl.d4rl` or
+:mod:`datasets.offline_rl.tfds_d4rl`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import zlib
+from typing import Optional
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from datasets.offline_rl import builder as rl_builder
+from datasets.offline_rl import d4rl
+from datasets.offline_rl import suite
+from datasets.offline_rl import tfds_d4rl
+from envs import classic_control
+from envs import mujoco_tasks
+from methods import reg
+
+CLASSIC = classic_control.TASKS
+MUJOCO = ("halfcheetah", "hopper")
+# (Gaussian noise std, probability of a uniform random action) of each behaviour.
+CLASSIC_BEHAVIOUR = {
+    "pendulum": {"expert": (0.1, 0.0), "medium": (0.5, 0.5)},
+    "mountaincar": {"expert": (0.1, 0.0), "medium": (1.0, 0.75)},
+}
+MUJOCO_ACTION_NOISE = 0.1
+MEDIUM_FRACTION = 0.4  # medium = first TD3 snapshot at 40% of the way from random to expert
+
+
+@dataclasses.dataclass
+class OfflineData:
+  """One dataset ready for training (NumPy) and how to score it."""
+
+  name: str  # e.g. "pendulum-medium" or "halfcheetah-medium-v2"
+  task: str  # environment: pendulum | mountaincar | halfcheetah | hopper | walker2d
+  transitions: dict  # qlearning_dataset arrays, observations normalised, rewards scaled, actions clipped
+  random_return: float
+  expert_return: float
+  obs_mean: np.ndarray  # [S]
+  obs_std: np.ndarray  # [S]
+  reward_scale: float
+  info: dict
+
+  @property
+  def obs_dim(self) -> int:
+    return self.transitions["observations"].shape[1]
+
+  @property
+  def action_dim(self) -> int:
+    return self.transitions["actions"].shape[1]
+
+  def batch(self) -> reg.Batch:
+    t = self.transitions
+    return reg.Batch(t["observations"], t["actions"], t["rewards"], t["next_observations"], t["terminals"])
+
+
+def dataset_names(config: ml_collections.ConfigDict) -> list[str]:
+  if config.data.source == "generated":
+    return [f"{t}-{k}" for t in config.data.tasks for k in config.data.kinds]
+  return list(config.data.d4rl_datasets)
+
+
+def data_dir(config: ml_collections.ConfigDict, workdir: str) -> str:
+  return config.data.data_dir or os.path.join(workdir, "data")
+
+
+# --- classic control ---------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _classic_collector(task_name: str, num_episodes: int):
+  task = classic_control.make(task_name)
+
+  @jax.jit
+  def collect(key, noise, prob):
+    return classic_control.rollout(
+        task, classic_control.behaviour_policy(task, noise_std=noise, random_prob=prob), key, num_episodes
+    )
+
+  return task, collect
+
+
+def _classic_rows(task_name: str, key, noise_fn, num_rows: int, batch_episodes: int = 256) -> dict:
+  """Rows of episodes whose ``(noise, prob)`` per episode come from ``noise_fn(episode_ids)``."""
+  _, collect = _classic_collector(task_name, batch_episodes)
+  parts, rows, start = [], 0, 0
+  while rows < num_rows:
+    ids = np.arange(start, start + batch_episodes)
+    noise, prob = noise_fn(ids)
+    ep = jax.device_get(collect(jax.random.fold_in(key, start), jnp.asarray(noise, jnp.float32), jnp.asarray(prob, jnp.float32)))
+    part = suite.episodes_to_rows(*ep)
+    parts.append(part)
+    rows += len(part["rewards"])
+    start += batch_episodes
+  return suite.truncate(suite.concat(parts), num_rows)
+
+
+def _classic_reference(task_name: str, key, episodes: int) -> tuple[float, float]:
+  _, collect = _classic_collector(task_name, episodes)
+  k1, k2 = jax.random.split(key)
+  rand = classic_control.returns(collect(k1, jnp.zeros(episodes), jnp.ones(episodes)))
+  expert = classic_control.returns(collect(k2, jnp.zeros(episodes), jnp.zeros(episodes)))
+  return float(jnp.mean(rand)), float(jnp.mean(expert))
+
+
+def generate_classic(task_name: str, config, seed: int) -> dict[str, tuple[dict, dict]]:
+  """``{kind: (rows, metadata)}`` for a classic-control task."""
+  n = config.data.classic_transitions
+  key = jax.random.fold_in(jax.random.PRNGKey(seed), zlib.crc32(task_name.encode()) % (2**31))  # stable across processes
+  keys = jax.random.split(key, 6)
+  random_return, expert_return = _classic_reference(task_name, keys[0], config.data.reference_episodes)
+  (e_noise, e_prob), (m_noise, m_prob) = (CLASSIC_BEHAVIOUR[task_name][k] for k in ("expert", "medium"))
+  const = lambda noise, prob: lambda ids: (np.full(len(ids), noise), np.full(len(ids), prob))  # noqa: E731
+  n_replay_eps = max(n // classic_control.make(task_name).max_steps, 2)
+
+  def curriculum(ids):  # random -> medium over the first n_replay_eps episodes, then medium
+    frac = np.clip(ids / n_replay_eps, 0.0, 1.0)
+    return (1.0 - frac) * 1.0 + frac * m_noise, (1.0 - frac) * 1.0 + frac * m_prob
+
+  rows = {"random": _classic_rows(task_name, keys[1], const(0.0, 1.0), n)}
+  if any(k != "random" for k in config.data.kinds):
+    rows["medium"] = _classic_rows(task_name, keys[2], const(m_noise, m_prob), n)
+    rows["expert"] = _classic_rows(task_name, keys[3], const(e_noise, e_prob), n)
+    rows["medium-replay"] = _classic_rows(task_name, keys[4], curriculum, n)
+    rows["medium-expert"] = suite.concat([rows["medium"], rows["expert"]])
+  behaviour = {
+      "random": "uniform actions",
+      "medium": f"scripted expert + N(0, {m_noise}^2) noise, uniform action w.p. {m_prob}",
+      "expert": f"scripted expert + N(0, {e_noise}^2) noise",
+      "medium-replay": "curriculum from uniform to medium behaviour over episodes",
+      "medium-expert": "medium rows then expert rows",
+  }
+  meta = dict(random_return=random_return, expert_return=expert_return, seed=seed)
+  return {k: (r, dict(meta, behaviour=behaviour[k])) for k, r in rows.items()}
+
+
+# --- MuJoCo: online TD3 behaviour policies -----------------------------------------------
+
+def _td3_hparams(config) -> reg.Hparams:
+  return reg.Hparams(critic="td3", extraction="td3", hidden=tuple(config.data.td3_hidden), batch_size=256,
+                     actor_lr=config.data.td3_lr, critic_lr=config.data.td3_lr, discount=0.99, polyak=0.005)
+
+
+def _numpy_policy(act_fn, params, noise: float, rng: np.random.Generator):
+  def policy(obs):
+    a = np.asarray(act_fn(params, jnp.asarray(obs)))
+    if noise > 0:
+      a = a + noise * rng.standard_normal(a.shape).astype(np.float32)
+    return np.clip(a, -1.0, 1.0)
+
+  return policy
+
+
+def train_td3(task: str, config, seed: int):
+  """Online TD3 on ``task``; returns ``(snapshots [(step, actor, return)], replay rows)``."""
+  hp = _td3_hparams(config)
+  obs_dim, act_dim = mujoco_tasks.DIMS[task]
+  steps, start, every = config.data.td3_steps, config.data.td3_start_steps, config.data.td3_snapshot_every
+  max_steps = config.data.mujoco_max_steps
+  state = reg.init(jax.random.PRNGKey(seed), obs_dim, act_dim, hp=hp)
+  act_fn = jax.jit(functools.partial(reg.act, action_dim=act_dim, hp=hp))
+  chunk = jax.jit(functools.partial(reg.train_chunk, num_updates=every // 5, hp=hp))
+  buf = {k: np.zeros((steps,) + s, np.float32) for k, s in (
+      ("observations", (obs_dim,)), ("actions", (act_dim,)), ("rewards", ()), ("next_observations", (obs_dim,)),
+      ("terminals", ()), ("timeouts", ()))}
+  rng = np.random.default_rng(seed)
+  env = mujoco_tasks.Stepper(task, 1, seed, max_steps)
+  snapshots = []
+  for t in range(steps):
+    if t < start:
+      a = rng.uniform(-1, 1, (1, act_dim)).astype(np.float32)
+    else:
+      a = _numpy_policy(act_fn, state.actor, MUJOCO_ACTION_NOISE, rng)(env.obs)
+    o, a, r, no, term, tout = env.step(a)
+    for k, v in zip(buf, (o[0], a[0], r[0], no[0], term[0], tout[0])):
+      buf[k][t] = v
+    if t + 1 >= start and (t + 1) % (every // 5) == 0:
+      data = reg.Batch(*(jnp.asarray(buf[k]) for k in ("observations", "actions", "rewards", "next_observations", "terminals")))
+      state, _ = chunk(state, data, jnp.int32(t + 1))
+    if (t + 1) % every == 0:
+      ret = mujoco_tasks.returns(mujoco_tasks.rollout(
+          task, _numpy_policy(act_fn, state.actor, 0.0, rng), 5, seed + 10_000 + t, max_steps)).mean()
+      snapshots.append((t + 1, jax.device_get(state.actor), float(ret)))
+      logging.info("[reg data] TD3 on %s: %d/%d steps, return %.1f (episodes done %d)",
+                   task, t + 1, steps, ret, len(env.finished))
+  rows = {k: (v.astype(bool) if k in ("terminals", "timeouts") else v) for k, v in buf.items()}
+  rows["timeouts"][-1] = not rows["terminals"][-1]
+  return snapshots, rows, act_fn
+
+
+def generate_mujoco(task: str, config, seed: int) -> dict[str, tuple[dict, dict]]:
+  """``{kind: (rows, metadata)}`` for a MuJoCo task from TD3 snapshots."""
+  n, max_steps, ep = config.data.mujoco_transitions, config.data.mujoco_max_steps, config.data.reference_episodes
+  snapshots, replay, act_fn = train_td3(task, config, seed)
+  rng = np.random.default_rng(seed + 1)
+  ref_eps = max(min(ep, 20), 2)
+  rand_ret = float(mujoco_tasks.returns(mujoco_tasks.rollout(
+      task, lambda o: rng.uniform(-1, 1, (len(o), mujoco_tasks.DIMS[task][1])), ref_eps, seed + 20_000, max_steps)).mean())
+  expert_step, expert_actor, _ = max(snapshots, key=lambda x: x[2])  # the best snapshot
+  expert_ret = float(mujoco_tasks.returns(mujoco_tasks.rollout(
+      task, _numpy_policy(act_fn, expert_actor, 0.0, rng), ref_eps, seed + 30_000, max_steps)).mean())
+  target = rand_ret + MEDIUM_FRACTION * (expert_ret - rand_ret)
+  medium_step, medium_actor, medium_ret = next((x for x in snapshots if x[2] >= target), snapshots[-1])
+  if expert_ret <= rand_ret:
+    logging.warning("[reg data] TD3 on %s did not beat uniform actions (%.1f <= %.1f): raise data.td3_steps",
+                    task, expert_ret, rand_ret)
+
+  def collect(policy, base_seed):  # batches of episodes until n rows (episodes may end early on terminals)
+    parts, rows, batch = [], 0, math.ceil(n / max_steps) + 1
+    while rows < n:
+      e = mujoco_tasks.rollout(task, policy, batch, base_seed + 1_000 * len(parts), max_steps)
+      parts.append(suite.episodes_to_rows(*e))
+      rows += len(parts[-1]["rewards"])
+    return suite.truncate(suite.concat(parts), n)
+
+  rows = {"random": collect(lambda o: rng.uniform(-1, 1, (len(o), mujoco_tasks.DIMS[task][1])), seed + 40_000)}
+  rows["medium"] = collect(_numpy_policy(act_fn, medium_actor, MUJOCO_ACTION_NOISE, rng), seed + 50_000)
+  rows["expert"] = collect(_numpy_policy(act_fn, expert_actor, MUJOCO_ACTION_NOISE, rng), seed + 60_000)
+  rows["medium-replay"] = suite.truncate(replay, medium_step)
+  rows["medium-expert"] = suite.concat([rows["medium"], rows["expert"]])
+  meta = dict(random_return=rand_ret, expert_return=expert_ret, seed=seed, td3_steps=config.data.td3_steps,
+              medium_snapshot_step=medium_step, medium_snapshot_return=medium_ret, expert_snapshot_step=expert_step)
+  behaviour = {
+      "random": "uniform actions",
+      "medium": f"TD3 snapshot at step {medium_step} + N(0, {MUJOCO_ACTION_NOISE}^2)",
+      "expert": f"TD3 snapshot at step {expert_step} + N(0, {MUJOCO_ACTION_NOISE}^2)",
+      "medium-replay": f"TD3 replay buffer up to step {medium_step}",
+      "medium-expert": "medium rows then expert rows",
+  }
+  return {k: (r, dict(meta, behaviour=behaviour[k])) for k, r in rows.items()}
+
+
+def ensure_generated(config, directory: str) -> None:
+  """Generates, stages and prepares every missing ``<task>-<kind>`` of the config (deterministic)."""
+  manual = os.path.join(directory, "manual")
+  for task in config.data.tasks:
+    missing = [k for k in config.data.kinds if not rl_builder.is_prepared(task, k, directory)]
+    if not missing:
+      continue
+    logging.info("[reg data] generating %s datasets %s into %s", task, missing, directory)
+    made = generate_classic(task, config, config.seed) if task in CLASSIC else generate_mujoco(task, config, config.seed)
+    for kind in missing:
+      rows, meta = made[kind]
+      meta = dict(meta, **suite.summary(rows, meta["random_return"], meta["expert_return"]))
+      rl_builder.stage(manual, task, kind, rows, meta)
+      rl_builder.prepare(task, kind, directory, manual)
+
+
+def _finish(name: str, task: str, rows_q: dict, random_return: float, expert_return: float, scale: float,
+            config, info: dict) -> OfflineData:
+  t = dict(rows_q)
+  t["actions"] = np.clip(t["actions"], -config.data.action_clip, config.data.action_clip)
+  if config.data.normalize_observations:
+    mean = t["observations"].mean(0)
+    std = t["observations"].std(0) + 1e-3
+  else:
+    mean = np.zeros(t["observations"].shape[1], np.float32)
+    std = np.ones(t["observations"].shape[1], np.float32)
+  t["observations"] = ((t["observations"] - mean) / std).astype(np.float32)
+  t["next_observations"] = ((t["next_observations"] - mean) / std).astype(np.float32)
+  t["rewards"] = (t["rewards"] * scale).astype(np.float32)
+  t["terminals"] = t["terminals"].astype(np.float32)
+  return OfflineData(name, task, t, float(random_return), float(expert_return), mean.astype(np.float32),
+                     std.astype(np.float32), float(scale), info)
+
+
+def _scale(config, rows: dict, random_return: float, expert_return: float) -> float:
+  if config.data.reward_scale == "traj_return":
+    return d4rl.reward_scale(rows)
+  if config.data.reward_scale == "reference":
+    return 1000.0 / abs(expert_return - random_return)
+  return 1.0
+
+
+def load(config, name: str, directory: str) -> OfflineData:
+  """One dataset of the config, ready to train on."""
+  if config.data.source == "generated":
+    task, _, kind = name.partition("-")
+    rows, meta = rl_builder.load(task, kind, directory)
+    r0, r1 = meta["random_return"], meta["expert_return"]
+    info = {k: v for k, v in meta.items() if not isinstance(v, (list, dict))}
+    return _finish(name, task, d4rl.qlearning_dataset(rows), r0, r1, _scale(config, rows, r0, r1), config, info)
+  r0, r1 = d4rl.ref_scores(name)
+  task = d4rl.task_of(name)
+  if config.data.source == "d4rl_hdf5":
+    path = os.path.join(os.path.expanduser(config.data.d4rl_dir), f"{name}.hdf5")
+    rows = d4rl.load_hdf5(path)
+    scale = _scale(config, rows, r0, r1)
+    return _finish(name, task, d4rl.qlearning_dataset(rows), r0, r1, scale, config, {"path": path})
+  # tfds_d4rl: "halfcheetah-medium-v2" -> d4rl_mujoco_halfcheetah/v2-medium
+  parts = name.split("-")
+  q, returns = tfds_d4rl.load(task, f"{parts[-1]}-{'-'.join(parts[1:-1])}", data_dir=config.data.data_dir or None)
+  if config.data.reward_scale == "traj_return":
+    scale = 1000.0 / max(float(np.ptp(returns)), 1e-6)
+  else:
+    scale = _scale(config, {}, r0, r1)
+  return _finish(name, task, q, r0, r1, scale, config, {"catalog": tfds_d4rl.catalog_name(task, parts[-1])})
+
+
+def is_classic(task: str) -> bool:
+  return task in CLASSIC
+
+
+def maybe_prepare(config, workdir: str) -> Optional[str]:
+  """Prepares generated datasets (if that is the source) and returns their directory."""
+  directory = data_dir(config, workdir)
+  if config.data.source == "generated":
+    ensure_generated(config, directory)
+  return directory

@@ -1,0 +1,150 @@
+"""Results, tables and figures of the ``reg`` experiment.
+
+Statistics: each (dataset, algorithm) has ``n`` independent seeds; its score
+is the mean over seeds of the final normalised return (each seed's mean over
+``final_eval_episodes`` episodes) with standard error ``sd / sqrt(n)``
+(``ddof = 1``). The average over datasets of an algorithm has standard error
+``sqrt(sum se_d^2) / D`` (datasets are independent).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# D4RL -v2 normalised scores, CORL "last" (CORL's README), for context only.
+D4RL_COLUMNS = ("hc-m", "hc-mr", "hc-me", "hop-m", "hop-mr", "hop-me", "w-m", "w-mr", "w-me")
+D4RL_REFERENCE = {
+    "TD3+BC": (48.10, 44.84, 90.78, 60.37, 64.42, 101.17, 82.71, 85.62, 110.03, 76.45),
+    "CQL": (47.04, 45.04, 95.63, 59.08, 95.11, 99.26, 80.75, 73.09, 109.56, 78.28),
+    "IQL": (48.31, 44.46, 94.74, 67.53, 97.43, 107.42, 80.91, 82.15, 111.72, 81.63),
+    "ReBRAC": (64.04, 51.18, 103.80, 102.29, 94.98, 109.45, 85.82, 84.25, 111.86, 89.74),
+}
+
+
+def stderr(x) -> float:
+  x = np.asarray(x, np.float64)
+  return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def summarize(config, units, evals, scores, digests, datasets) -> dict:
+  """``results.json`` content from the per-seed scores ``[U, n_evals, P]``."""
+  n = config.num_seeds
+  names = list(dict.fromkeys(u[0] for u in units))
+  res = {
+      "experiment": "reg",
+      "datasets": names,
+      "algorithms": list(config.algorithms),
+      "num_seeds": n,
+      "num_updates": config.num_updates,
+      "eval_updates": [c * config.updates_per_chunk for c in evals],
+      "source": config.data.source,
+      "scores": {d: {} for d in names},
+      "curves": {d: {} for d in names},
+      "param_digest": {d: {} for d in names},
+      "dataset_info": {},
+      "average": {},
+  }
+  for u, (d, a) in enumerate(units):
+    final = scores[u, -1, :n].astype(np.float64)
+    res["scores"][d][a] = {"mean": float(final.mean()), "se": stderr(final), "per_seed": final.tolist()}
+    curve = scores[u, :, :n].astype(np.float64)
+    res["curves"][d][a] = {"mean": curve.mean(1).tolist(), "se": [stderr(c) for c in curve]}
+    res["param_digest"][d][a] = digests[u].tobytes().hex()
+  for d in names:
+    ds = datasets[d]
+    res["dataset_info"][d] = {
+        "task": ds.task, "transitions": int(len(ds.transitions["rewards"])),
+        "random_return": ds.random_return, "expert_return": ds.expert_return,
+        "reward_scale": ds.reward_scale, **{k: v for k, v in ds.info.items() if isinstance(v, (int, float, str))},
+    }
+  for a in config.algorithms:
+    means = [res["scores"][d][a]["mean"] for d in names]
+    ses = [res["scores"][d][a]["se"] for d in names]
+    res["average"][a] = {"mean": float(np.mean(means)), "se": float(math.sqrt(np.sum(np.square(ses))) / len(ses))}
+  return res
+
+
+def _cell(s: dict) -> str:
+  return f"{s['mean']:.1f} ± {s['se']:.1f}"
+
+
+def format_table(results: dict) -> str:
+  """Plain-text table: rows datasets, columns algorithms, ``mean ± s.e.`` normalised scores."""
+  algs, names = results["algorithms"], results["datasets"]
+  w = max(len(n) for n in names + ["average"]) + 2
+  cw = max(13, max(len(a) for a in algs) + 2)
+  lines = [
+      f"normalised score (100 = dataset's expert, 0 = uniform random), {results['num_seeds']} seeds, "
+      f"{results['num_updates']:,} updates; mean ± s.e. over seeds",
+      "dataset".ljust(w) + "".join(a.rjust(cw) for a in algs),
+  ]
+  for d in names:
+    lines.append(d.ljust(w) + "".join(_cell(results["scores"][d][a]).rjust(cw) for a in algs))
+  lines.append("average".ljust(w) + "".join(_cell(results["average"][a]).rjust(cw) for a in algs))
+  return "\n".join(lines)
+
+
+def markdown_table(results: dict) -> str:
+  """The table in Markdown, dataset references, and D4RL's published numbers for context."""
+  algs, names = results["algorithms"], results["datasets"]
+  out = [
+      f"Normalised score (100 = the dataset's expert, 0 = uniform random actions), mean ± s.e. over "
+      f"{results['num_seeds']} seeds after {results['num_updates']:,} updates (data: {results['source']}). "
+      "Best mean per row in bold.\n",
+      "| dataset | " + " | ".join(f"`{a}`" for a in algs) + " |",
+      "|---|" + "---:|" * len(algs),
+  ]
+  for d in names + ["average"]:
+    row = results["average"] if d == "average" else results["scores"][d]
+    best = max(row[a]["mean"] for a in algs)
+    cells = [f"**{_cell(row[a])}**" if row[a]["mean"] == best else _cell(row[a]) for a in algs]
+    out.append(f"| {d} | " + " | ".join(cells) + " |")
+  out += ["", "| dataset | transitions | random return | expert return | behaviour (normalised return of its episodes) |",
+          "|---|---:|---:|---:|---|"]
+  for d in names:
+    i = results["dataset_info"][d]
+    beh = i.get("behaviour", "")
+    nr = i.get("normalized_return_mean")
+    out.append(f"| {d} | {i['transitions']:,} | {i['random_return']:.1f} | {i['expert_return']:.1f} | "
+               f"{beh}{'' if nr is None else f' ({nr:.1f})'} |")
+  out += ["", "For context, D4RL -v2 normalised scores published by CORL (\"last\" checkpoints; "
+          "not produced here, different data and budgets):", "",
+          "| algorithm | " + " | ".join(D4RL_COLUMNS) + " | average |",
+          "|---|" + "---:|" * (len(D4RL_COLUMNS) + 1)]
+  for name, row in D4RL_REFERENCE.items():
+    out.append(f"| {name} | " + " | ".join(f"{x:.2f}" for x in row) + " |")
+  return "\n".join(out) + "\n"
+
+
+def make_figures(results: dict, writer) -> None:
+  """``learning_curves.png``: normalised score against updates, one panel per dataset."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  names, algs = results["datasets"], results["algorithms"]
+  cols = min(5, len(names))
+  rows = math.ceil(len(names) / cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False)
+  cmap = plt.get_cmap("tab10")
+  x = np.asarray(results["eval_updates"])
+  for ax, d in zip(axes.flat, names):
+    for i, a in enumerate(algs):
+      c = results["curves"][d][a]
+      m, se = np.asarray(c["mean"]), np.nan_to_num(np.asarray(c["se"], float))
+      style = dict(lw=2.2) if a in ("reg_opg", "iql", "reg") else dict(lw=1, ls="--")
+      ax.plot(x, m, color=cmap(i % 10), label=a, **style)
+      ax.fill_between(x, m - se, m + se, color=cmap(i % 10), alpha=0.15)
+    ax.set_title(d, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.set_xlabel("updates", fontsize=8)
+  for ax in axes.flat[len(names):]:
+    ax.axis("off")
+  axes[0][0].set_ylabel("normalised score (± s.e.)")
+  handles, labels = axes[0][0].get_legend_handles_labels()
+  fig.legend(handles, labels, loc="lower center", ncol=min(len(algs), 5), fontsize=8, bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(algs) > 5)))
+  fig.tight_layout(rect=(0, 0.06, 1, 1))
+  writer.save_figure(fig, "learning_curves")
