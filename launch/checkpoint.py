@@ -157,7 +157,10 @@ class Checkpointer:
         errors.append(f"{path}: {type(e).__name__}: {e}")
         if step is not None:
           break
-    raise CheckpointError("no checkpoint could be restored:\n" + "\n".join(errors))
+    raise CheckpointError(
+        "no checkpoint could be restored (older steps are tried with the same restore "
+        "target; pass step= if the state's structure changes between steps):\n" + "\n".join(errors)
+    )
 
   def restore_or(self, initial: Any, target: Any = None) -> tuple[int, Any, Optional[dict]]:
     """Latest checkpoint if any (``(step, state, meta)``), else ``(0, initial, None)``."""

@@ -12,6 +12,7 @@ that run's ``results.json`` with the experiment's Markdown table, the exact
 command that regenerates it, and the figures copied into ``docs/figures``.
 """
 
+import json
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ def define_flags() -> None:
   flags.DEFINE_bool("run", False, "Run (or resume) the experiments first.")
   flags.DEFINE_list("only", [], "Only these blocks.")
   flags.DEFINE_string("readme", "README.md", "README to rewrite.")
+  flags.DEFINE_string("figures", "docs/figures", "Where the README's figures are copied.")
   flags.DEFINE_string("bench", None, "A `make bench` output dir: fills the `bench` block.")
   flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
 
@@ -58,14 +60,25 @@ def replace_block(text: str, name: str, body: str) -> str:
   return pattern.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(3), text)
 
 
+def _update_readme(path: str, name: str, body: str) -> None:
+  """Rewrites one block, re-reading the README so that concurrent edits survive."""
+  with open(path) as f:
+    text = f.read()
+  with open(path, "w") as f:
+    f.write(replace_block(text, name, body))
+  print(f"updated block {name}")
+
+
 def main(argv):
   del argv
   distributed.setup(cpu_devices=FLAGS.cpu_devices)
   from launch import registry, runner  # pylint: disable=g-import-not-at-top
-  import json  # pylint: disable=g-import-not-at-top
 
   with open(FLAGS.readme) as f:
     text = f.read()
+  for name in REPORTS:
+    if not FLAGS.only or name in FLAGS.only:
+      replace_block(text, name, "")  # a missing block fails here, before any run
   for name, (experiment_name, arg, figures) in REPORTS.items():
     if FLAGS.only and name not in FLAGS.only:
       continue
@@ -75,12 +88,12 @@ def main(argv):
       runner.run(experiment.get_config(arg), workdir)
     with open(os.path.join(workdir, "results.json")) as f:
       results = json.load(f)
-    os.makedirs("docs/figures", exist_ok=True)
+    os.makedirs(FLAGS.figures, exist_ok=True)
     links = []
     for fig in figures:
       src = os.path.join(workdir, f"{fig}.png")
       if os.path.exists(src):
-        dst = f"docs/figures/{name}_{fig}.png"
+        dst = os.path.join(FLAGS.figures, f"{name}_{fig}.png")
         shutil.copyfile(src, dst)
         links.append(f"![{name} {fig}]({dst})")
     cmd = (
@@ -92,14 +105,10 @@ def main(argv):
         + f"\n_Produced by `{cmd}` (or `python -m launch.report --run --only={name}`)._\n\n"
         + "\n".join(links)
     )
-    text = replace_block(text, name, body)
-    print(f"updated block {name}")
+    _update_readme(FLAGS.readme, name, body)
   if FLAGS.bench:
     with open(os.path.join(FLAGS.bench, "bench.md")) as f:
-      text = replace_block(text, "bench", f.read())
-    print("updated block bench")
-  with open(FLAGS.readme, "w") as f:
-    f.write(text)
+      _update_readme(FLAGS.readme, "bench", f.read())
 
 
 if __name__ == "__main__":

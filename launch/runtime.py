@@ -57,6 +57,10 @@ class Context:
   mesh: Mesh
   checkpointer: Optional[ckpt_lib.Checkpointer]
 
+  def latest_step(self) -> Optional[int]:
+    """Step of the newest checkpoint, or ``None`` (none yet, or checkpoints off)."""
+    return None if self.checkpointer is None else self.checkpointer.latest_step()
+
   def restore_or(self, initial: Any, target: Any = None) -> tuple[int, Any, Optional[dict]]:
     """``(step, state, meta)`` from the latest checkpoint, else ``(0, initial, None)``."""
     if self.checkpointer is None:

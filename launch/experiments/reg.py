@@ -172,7 +172,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
         "digest": np.zeros((len(units), 8), np.uint32),
     }
 
-  latest = ctx.checkpointer.latest_step() if ctx.checkpointer is not None else None
+  latest = ctx.latest_step()
   first = (latest - 1) // chunks if latest else 0
   step, ckpt, _ = ctx.restore_or(template(first))
   scores, digests = np.array(ckpt["scores"]), np.array(ckpt["digest"])
@@ -198,7 +198,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
       m = {k: np.asarray(mesh_lib.to_host(v))[: config.num_seeds] for k, v in m.items()}
       bad = [f"metrics/{k}" for k, v in m.items() if not np.all(np.isfinite(v))]
       if bad:
-        raise ckpt_lib.NonFiniteError(g, bad, ctx.checkpointer.latest_step() if ctx.checkpointer else None)
+        raise ckpt_lib.NonFiniteError(g, bad, ctx.latest_step())
       record = {"dataset": name, "algorithm": algorithm, "updates": c * config.updates_per_chunk}
       record.update({k: float(np.mean(v)) for k, v in m.items()})
       if c in evals:
