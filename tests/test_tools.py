@@ -43,7 +43,7 @@ def test_report_replaces_only_its_block():
 def test_bench_markdown_has_ratio():
   rows = [{"benchmark": "b", "ours": 200.0, "peer": 2.0, "unit": "runs/s", "peer_name": "p", "ratio": 100.0, "notes": "n"}]
   md = bench_main.to_markdown(rows, "header")
-  assert "**100.0x**" in md and md.startswith("header")
+  assert "**100x**" in md and md.startswith("header")
 
 
 def test_numpy_peer_is_the_same_algorithm_statistically():

@@ -35,7 +35,7 @@ def to_markdown(rows: list[dict], header: str) -> str:
   for r in rows:
     out.append(
         f"| {r['benchmark']} | {r['ours']:,.4g} {r['unit']} | {r['peer']:,.4g} {r['unit']} | "
-        f"{r['peer_name']} | **{r['ratio']:,.1f}x** | {r['notes']} |"
+        f"{r['peer_name']} | **{r['ratio']:,.3g}x** | {r['notes']} |"
     )
   return "\n".join(out) + "\n"
 
