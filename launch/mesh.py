@@ -31,6 +31,16 @@ def make_mesh(num_devices: int = -1) -> Mesh:
   return jax.make_mesh((n,), (DATA,), axis_types=(AxisType.Auto,), devices=devices[:n])
 
 
+def describe_devices() -> str:
+  """E.g. ``"2 CPU devices"`` or ``"1 GPU device (NVIDIA H200)"``, for logs and benchmark notes."""
+  devices = jax.devices()
+  kinds = sorted({d.device_kind for d in devices})
+  backend = jax.default_backend().upper()
+  plural = "s" if len(devices) > 1 else ""
+  detail = "" if backend == "CPU" else f" ({', '.join(kinds)})"
+  return f"{len(devices)} {backend} device{plural}{detail}"
+
+
 def data_sharding(mesh: Mesh) -> NamedSharding:
   """Leading axis split over ``data``; other axes replicated."""
   return NamedSharding(mesh, P(DATA))

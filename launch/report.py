@@ -3,6 +3,7 @@ r"""Regenerates the README's result blocks from real runs.
   python -m launch.report --runs=runs/report --run      # run, then rewrite README
   python -m launch.report --runs=runs/report            # rewrite from existing runs
   python -m launch.report --bench=runs/bench --only=none # the benchmark table only
+  python -m launch.report --bench=runs/bench_gpu --bench_block=bench_gpu --only=none
 
 Each entry of :data:`REPORTS` names a README block, delimited by
 ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``, and the experiment
@@ -46,7 +47,9 @@ def define_flags() -> None:
   flags.DEFINE_list("only", [], "Only these blocks.")
   flags.DEFINE_string("readme", "README.md", "README to rewrite.")
   flags.DEFINE_string("figures", "docs/figures", "Where the README's figures are copied.")
-  flags.DEFINE_string("bench", None, "A `make bench` output dir: fills the `bench` block.")
+  flags.DEFINE_string("bench", None, "A `make bench` output dir: fills the `--bench_block` block.")
+  flags.DEFINE_string("bench_block", "bench", "README block for `--bench`: `bench` (CPU, `make bench`) or "
+                      "`bench_gpu` (a GPU machine's run).")
   flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
 
 
@@ -108,7 +111,7 @@ def main(argv):
     _update_readme(FLAGS.readme, name, body)
   if FLAGS.bench:
     with open(os.path.join(FLAGS.bench, "bench.md")) as f:
-      _update_readme(FLAGS.readme, "bench", f.read())
+      _update_readme(FLAGS.readme, FLAGS.bench_block, f.read())
 
 
 if __name__ == "__main__":

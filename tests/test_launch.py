@@ -111,6 +111,18 @@ def test_cli_rejects_misspelled_override_before_compute(tmp_path, python_env, re
 # ------------------------------------------------------------- checkpoints
 
 
+def test_describe_devices_names_the_backend_and_count():
+  assert mesh_lib.describe_devices() == "8 CPU devices"  # conftest's 8 simulated CPU devices
+
+
+def test_registry_import_does_not_load_tfds(python_env, repo_root):
+  """The launcher's registry imports every experiment; TFDS loads only when REG data is built or read."""
+  code = "import sys, launch.registry; print('tensorflow_datasets' in sys.modules)"
+  out = subprocess.run([sys.executable, "-c", code], cwd=repo_root, env=python_env, capture_output=True,
+                       text=True, check=True)
+  assert out.stdout.strip() == "False", out.stderr
+
+
 def test_checkpoint_round_trip_of_a_sharded_pytree(tmp_path):
   mesh = mesh_lib.make_mesh()
   assert mesh.devices.size == 8

@@ -10,6 +10,7 @@ import time
 
 from absl import app
 from absl import flags
+import jax
 
 FLAGS = flags.FLAGS
 
@@ -27,7 +28,8 @@ def _benches():
   from launch.bench import varde_bai  # pylint: disable=g-import-not-at-top
   from launch.bench import reg  # pylint: disable=g-import-not-at-top
 
-  return {"varde_bai": varde_bai.run, "model_smc": model_smc.run, "reg": reg.run}
+  # Fastest first: a run cut short keeps the most rows.
+  return {"varde_bai": varde_bai.run, "reg": reg.run, "model_smc": model_smc.run}
 
 
 def to_markdown(rows: list[dict], header: str) -> str:
@@ -43,6 +45,7 @@ def to_markdown(rows: list[dict], header: str) -> str:
 def main(argv):
   del argv
   from launch import distributed  # pylint: disable=g-import-not-at-top
+  from launch import mesh  # pylint: disable=g-import-not-at-top
 
   distributed.setup(cpu_devices=FLAGS.cpu_devices)
   benches = _benches()
@@ -50,21 +53,30 @@ def main(argv):
   if unknown:
     raise app.UsageError(f"--only {sorted(unknown)}: benchmarks are {sorted(benches)}")
   os.makedirs(FLAGS.out, exist_ok=True)
-  rows = []
-  for name, fn in benches.items():
-    if FLAGS.only and name not in FLAGS.only:
-      continue
-    print(f"=== {name}", flush=True)
-    rows += fn(FLAGS.quick)
-  header = (
-      f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} CPU cores"
-      f"{' (quick sizes)' if FLAGS.quick else ''}; regenerate with `make bench`."
+  selected = [name for name in benches if not FLAGS.only or name in FLAGS.only]
+
+  regenerate = (
+      "`make bench`" if jax.default_backend() == "cpu" else
+      f"`python -m launch.bench --out={FLAGS.out}` on a {jax.default_backend().upper()} machine, then "
+      f"`python -m launch.report --bench={FLAGS.out} --bench_block=bench_{jax.default_backend()} --only=none`"
   )
-  table = to_markdown(rows, header)
-  with open(os.path.join(FLAGS.out, "bench.md"), "w") as f:
-    f.write(table)
-  with open(os.path.join(FLAGS.out, "bench.json"), "w") as f:
-    json.dump({"header": header, "rows": rows}, f, indent=2)
+  rows = []
+  for done, name in enumerate(selected, 1):
+    print(f"=== {name}", flush=True)
+    rows += benches[name](FLAGS.quick)
+    # Written after every benchmark, so that a run cut short keeps the rows it finished.
+    header = (
+        f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} CPU cores, "
+        f"JAX {jax.__version__} on {mesh.describe_devices()}"
+        f"{' (quick sizes)' if FLAGS.quick else ''}"
+        f"{f' (incomplete: {done} of {len(selected)} benchmarks)' if done < len(selected) else ''}"
+        f"; regenerate with {regenerate}."
+    )
+    table = to_markdown(rows, header)
+    with open(os.path.join(FLAGS.out, "bench.md"), "w") as f:
+      f.write(table)
+    with open(os.path.join(FLAGS.out, "bench.json"), "w") as f:
+      json.dump({"header": header, "rows": rows}, f, indent=2)
   print(table)
 
 

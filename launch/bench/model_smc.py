@@ -176,7 +176,7 @@ def _fit_rate(quick: bool) -> dict:
       "unit": "fits/s",
       "peer_name": "sequential scipy.optimize L-BFGS-B + FD Hessian (NumPy RK4)",
       "ratio": jax_rate / scipy_rate,
-      "notes": (f"{jax.device_count()} CPU devices, batch {evaluator.batch_size}; compile {compile_s:.0f}s excluded; "
+      "notes": (f"{mesh_lib.describe_devices()}, batch {evaluator.batch_size}; compile {compile_s:.0f}s excluded; "
                 f"log Z JAX - SciPy on the shared structures: {', '.join(f'{d:+.2f}' for d in diffs)}"),
   }
 

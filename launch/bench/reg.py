@@ -1,4 +1,7 @@
-"""IQL update throughput: this project's jitted update against PyTorch (CPU).
+"""IQL update throughput: this project's jitted update against PyTorch.
+
+The peer runs where this project runs: on the CPU (best of one thread and all
+cores), or on the same GPU when JAX's backend is a GPU and PyTorch sees CUDA.
 
 Rows (same networks -- 256x256 ReLU MLPs for the twin Q, V and actor --, the
 same batch size 256 and the same dataset shapes, HalfCheetah-sized: 17-dim
@@ -25,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from launch import mesh as mesh_lib
 from launch.bench import reg_torch
 from methods import reg
 
@@ -64,12 +68,18 @@ def run(quick: bool) -> list[dict]:
                                                      "terminals")))
   hp = reg.Hparams(hidden=hidden, batch_size=256)
   state = reg.init(jax.random.PRNGKey(0), OBS, ACT, hp=hp)
-  # The peer's best of one thread and all cores (oversubscribed threads are slower on a busy machine).
-  rates = {t: reg_torch.updates_per_second(data, torch_updates, hidden, 256, threads=t)
-           for t in sorted({1, os.cpu_count() or 1})}
-  threads = max(rates, key=rates.get)
-  torch_rate = rates[threads]
-  print(f"PyTorch IQL: {rates} updates/s by thread count", flush=True)
+  if jax.default_backend() == "gpu" and reg_torch.cuda_available():
+    # Like for like on a GPU machine: the peer runs on the same GPU.
+    torch_rate = reg_torch.updates_per_second(data, torch_updates, hidden, 256, device="cuda")
+    peer_name, peer_note = "PyTorch CUDA eager loop", "torch on the same GPU"
+  else:
+    # The peer's best of one thread and all cores (oversubscribed threads are slower on a busy machine).
+    rates = {t: reg_torch.updates_per_second(data, torch_updates, hidden, 256, threads=t)
+             for t in sorted({1, os.cpu_count() or 1})}
+    threads = max(rates, key=rates.get)
+    torch_rate = rates[threads]
+    peer_name, peer_note = "PyTorch CPU eager loop", f"torch: best of threads {sorted(rates)} ({threads})"
+    print(f"PyTorch IQL: {rates} updates/s by thread count", flush=True)
   rows = []
 
   scan = jax.jit(functools.partial(reg.train_chunk, num_updates=chunk, hp=hp))
@@ -77,9 +87,9 @@ def run(quick: bool) -> list[dict]:
   ours = chunk / warm
   rows.append({
       "benchmark": f"IQL update, 256x256, batch 256, 1 seed, lax.scan of {chunk}",
-      "ours": ours, "peer": torch_rate, "unit": "updates/s", "peer_name": "PyTorch CPU eager loop",
+      "ours": ours, "peer": torch_rate, "unit": "updates/s", "peer_name": peer_name,
       "ratio": ours / torch_rate,
-      "notes": f"compile {cold - warm:.1f}s excluded; torch: best of threads {sorted(rates)} ({threads})",
+      "notes": f"{mesh_lib.describe_devices()}; compile {cold - warm:.1f}s excluded; {peer_note}",
   })
 
   single = jax.jit(functools.partial(reg.update, hp=hp))
@@ -94,7 +104,7 @@ def run(quick: bool) -> list[dict]:
   ours1 = 20 / warm1
   rows.append({
       "benchmark": "IQL update, 256x256, batch 256, 1 seed, one update per jitted call",
-      "ours": ours1, "peer": torch_rate, "unit": "updates/s", "peer_name": "PyTorch CPU eager loop",
+      "ours": ours1, "peer": torch_rate, "unit": "updates/s", "peer_name": peer_name,
       "ratio": ours1 / torch_rate, "notes": "fixed batch (no sampling); dispatch per update",
   })
 
@@ -105,7 +115,7 @@ def run(quick: bool) -> list[dict]:
   oursv = seeds * (chunk // 5) / warmv
   rows.append({
       "benchmark": f"IQL update, 256x256, batch 256, {seeds} seeds vmapped",
-      "ours": oursv, "peer": torch_rate, "unit": "seed-updates/s", "peer_name": "PyTorch CPU eager loop, seeds in turn",
+      "ours": oursv, "peer": torch_rate, "unit": "seed-updates/s", "peer_name": f"{peer_name}, seeds in turn",
       "ratio": oursv / torch_rate, "notes": f"compile {coldv - warmv:.1f}s excluded",
   })
   return rows

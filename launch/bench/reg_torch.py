@@ -1,4 +1,4 @@
-"""PyTorch (CPU) peer of the IQL update, for ``launch/bench/reg.py``.
+"""PyTorch peer of the IQL update (CPU, or CUDA where the machine has a GPU), for ``launch/bench/reg.py``.
 
 The same update as :func:`methods.reg.update` with ``critic="iql",
 extraction="awr"`` (ikostrikov/implicit_q_learning's order and losses; CORL's
@@ -29,7 +29,7 @@ class IQL:
   """Networks, optimisers and one ``update(batch)``."""
 
   def __init__(self, obs_dim, act_dim, hidden=(256, 256), lr=3e-4, tau=0.7, beta=3.0, discount=0.99,
-               polyak=0.005, seed=0):
+               polyak=0.005, seed=0, device="cpu"):
     import torch  # pylint: disable=g-import-not-at-top
 
     self.torch = torch
@@ -38,7 +38,9 @@ class IQL:
     self.q1_t, self.q2_t = copy.deepcopy(self.q1), copy.deepcopy(self.q2)
     self.v = _mlp(torch, obs_dim, hidden, 1)
     self.mu = _mlp(torch, obs_dim, hidden, act_dim)
-    self.log_std = torch.nn.Parameter(torch.zeros(act_dim))
+    for net in (self.q1, self.q2, self.q1_t, self.q2_t, self.v, self.mu):
+      net.to(device)
+    self.log_std = torch.nn.Parameter(torch.zeros(act_dim, device=device))
     self.opt_q = torch.optim.Adam(list(self.q1.parameters()) + list(self.q2.parameters()), lr=lr)
     self.opt_v = torch.optim.Adam(self.v.parameters(), lr=lr)
     self.opt_pi = torch.optim.Adam(list(self.mu.parameters()) + [self.log_std], lr=lr)
@@ -76,28 +78,44 @@ class IQL:
       for net, tgt in ((self.q1, self.q1_t), (self.q2, self.q2_t)):
         for p, pt in zip(net.parameters(), tgt.parameters()):
           pt.mul_(1 - self.polyak).add_(self.polyak * p)
-    return float(q_loss.detach())
+    return q_loss.detach()  # a tensor: no host synchronisation per update
 
 
-def updates_per_second(data: dict, num_updates: int, hidden=(256, 256), batch_size=256, threads=None) -> float:
-  """Rate of ``num_updates`` IQL updates on minibatches sampled from ``data`` (NumPy arrays)."""
+def cuda_available() -> bool:
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return False
+  return torch.cuda.is_available()
+
+
+def updates_per_second(data: dict, num_updates: int, hidden=(256, 256), batch_size=256, threads=None,
+                       device="cpu") -> float:
+  """Rate of ``num_updates`` IQL updates on minibatches sampled from ``data`` (NumPy arrays).
+
+  On ``device="cuda"`` the data, the networks and the minibatch sampling live
+  on the GPU and the clock stops after a ``torch.cuda.synchronize()``.
+  """
   import torch  # pylint: disable=g-import-not-at-top
 
   if threads:
     torch.set_num_threads(threads)
-  t = {k: torch.as_tensor(v) for k, v in data.items()}
-  agent = IQL(t["observations"].shape[1], t["actions"].shape[1], hidden)
+  t = {k: torch.as_tensor(v, device=device) for k, v in data.items()}
+  agent = IQL(t["observations"].shape[1], t["actions"].shape[1], hidden, device=device)
   n = t["rewards"].shape[0]
-  gen = torch.Generator().manual_seed(0)
+  gen = torch.Generator(device=device).manual_seed(0)
+  sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
 
   def step():
-    idx = torch.randint(0, n, (batch_size,), generator=gen)
+    idx = torch.randint(0, n, (batch_size,), generator=gen, device=device)
     agent.update(t["observations"][idx], t["actions"][idx], t["rewards"][idx], t["next_observations"][idx],
                  t["terminals"][idx])
 
   for _ in range(10):  # warm-up
     step()
+  sync()
   start = time.perf_counter()
   for _ in range(num_updates):
     step()
+  sync()
   return num_updates / (time.perf_counter() - start)

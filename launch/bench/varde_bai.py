@@ -75,7 +75,7 @@ def run(quick: bool) -> list[dict]:
         "peer_name": "NumPy per-pull loop of VarDE",
         "ratio": runs_per_s / np_rate,
         "notes": (
-            f"{jax.device_count()} CPU devices; compile {cold - warm:.1f}s excluded; "
+            f"{mesh_lib.describe_devices()}; compile {cold - warm:.1f}s excluded; "
             f"VarDE error {100 * errors[ref]:.2f}% (JAX, {num_seeds:,} seeds) vs "
             f"{100 * np_error:.2f}% (NumPy, {numpy_seeds:,} seeds)"
         ),

@@ -37,7 +37,6 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from datasets.offline_rl import builder as rl_builder
 from datasets.offline_rl import d4rl
 from datasets.offline_rl import suite
 from datasets.offline_rl import tfds_d4rl
@@ -258,8 +257,17 @@ def generate_mujoco(task: str, config, seed: int) -> dict[str, tuple[dict, dict]
   return {k: (r, dict(meta, behaviour=behaviour[k])) for k, r in rows.items()}
 
 
+def _builder():
+  """The TFDS builder module, imported on first use: importing TFDS takes seconds, and the launcher's
+  registry imports this module for every experiment."""
+  from datasets.offline_rl import builder  # pylint: disable=g-import-not-at-top
+
+  return builder
+
+
 def ensure_generated(config, directory: str) -> None:
   """Generates, stages and prepares every missing ``<task>-<kind>`` of the config (deterministic)."""
+  rl_builder = _builder()
   manual = os.path.join(directory, "manual")
   for task in config.data.tasks:
     missing = [k for k in config.data.kinds if not rl_builder.is_prepared(task, k, directory)]
@@ -304,7 +312,7 @@ def load(config, name: str, directory: str) -> OfflineData:
   """One dataset of the config, ready to train on."""
   if config.data.source == "generated":
     task, _, kind = name.partition("-")
-    rows, meta = rl_builder.load(task, kind, directory)
+    rows, meta = _builder().load(task, kind, directory)
     r0, r1 = meta["random_return"], meta["expert_return"]
     info = {k: v for k, v in meta.items() if not isinstance(v, (list, dict))}
     return _finish(name, task, d4rl.qlearning_dataset(rows), r0, r1, _scale(config, rows, r0, r1), config, info)
