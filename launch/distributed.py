@@ -63,7 +63,3 @@ def setup(
       "process %d/%d joined; %d local / %d global devices",
       jax.process_index(), jax.process_count(), jax.local_device_count(), jax.device_count(),
   )
-
-
-def is_primary() -> bool:
-  return jax.process_index() == 0

@@ -319,19 +319,7 @@ def size(e: Expr) -> int:
 
 def params_of(e: Expr) -> tuple[str, ...]:
   """Parameter names in order of first appearance (pre-order)."""
-  out: list[str] = []
-  for node in walk(e):
-    if isinstance(node, Sym) and node.kind == "param" and node.name not in out:
-      out.append(node.name)
-  return tuple(out)
-
-
-def states_of(e: Expr) -> tuple[str, ...]:
-  out: list[str] = []
-  for node in walk(e):
-    if isinstance(node, Sym) and node.kind == "state" and node.name not in out:
-      out.append(node.name)
-  return tuple(out)
+  return tuple(dict.fromkeys(node.name for node in walk(e) if isinstance(node, Sym) and node.kind == "param"))
 
 
 _PREC = {"add": 1, "sub": 1, "mul": 2, "div": 2, "neg": 3, "pow": 4}

@@ -99,19 +99,3 @@ def compile_expr(
     raise ValueError(f"unknown operator {node.op!r}")
 
   return build(e)
-
-
-def compile_system(
-    equations: Sequence[ex.Expr],
-    *,
-    states: Sequence[str],
-    params: Sequence[str],
-    xp: Any = jnp,
-) -> Callable[[Any, Any, Any], Any]:
-  """``f(x [S], theta [P], t) -> dx/dt [S]`` for one expression per state."""
-  fns = [compile_expr(e, states=states, params=params, xp=xp) for e in equations]
-
-  def rhs(x, theta, t):
-    return xp.stack([xp.asarray(f(x, theta, t), dtype=x.dtype) for f in fns])
-
-  return rhs
