@@ -122,11 +122,20 @@ def _run(hp, steps=30):
   return jax.jit(functools.partial(reg.train_chunk, num_updates=steps, hp=hp))(state, data)
 
 
-def test_reg_with_alpha_zero_is_iql_exactly():
+def test_reg_with_alpha_zero_is_iql_up_to_float32_rounding():
   iql, _ = _run(reg.Hparams(hidden=(16, 16), batch_size=32))
   reg0, m = _run(reg.Hparams(hidden=(16, 16), batch_size=32, critic="reg", reg_alpha=0.0))
+  # Two differently compiled programs (the REG loss with alpha = 0 vs IQL's): XLA may fuse and
+  # reorder their float32 sums differently, so they agree up to rounding, not bit for bit (bit
+  # identity is promised only between runs of one compiled program). The tolerance is 64 float32
+  # ulps of each leaf's scale, far below what alpha = 1 changes (checked below).
   for a, b in zip(jax.tree.leaves(iql), jax.tree.leaves(reg0)):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # bit for bit
+    a, b = np.asarray(a), np.asarray(b)
+    if not np.issubdtype(a.dtype, np.floating):
+      np.testing.assert_array_equal(a, b)  # step counters, keys
+      continue
+    scale = max(float(np.max(np.abs(a))), np.finfo(np.float32).tiny)
+    np.testing.assert_allclose(a, b, rtol=0, atol=64 * np.finfo(np.float32).eps * scale)
   assert "gap" in m
   reg1, _ = _run(reg.Hparams(hidden=(16, 16), batch_size=32, critic="reg", reg_alpha=1.0))
   diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(iql.critic), jax.tree.leaves(reg1.critic)))
