@@ -7,7 +7,7 @@ see the same reward tables, which is what makes paired comparisons between
 algorithms (``launch/experiments/varde_bai.py``) sharp.
 
 The problem instances E1-E4 are those of the VarDE paper (Luong et al., ICML
-2026, ``shared/specs/varde.md``): Gaussian arms whose standard deviations equal
+2026, Section 5, experiments E1-E4): Gaussian arms whose standard deviations equal
 the means, with the standard deviations randomly permuted across arms in every
 run, so that noise level and quality are not aligned.
 """
@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-STD_MODES = ("shuffled", "equal_mean")
+STD_MODES = ("shuffled", "equal_mean", "fixed")
 NOISE_KINDS = ("gaussian", "student_t")
 
 
@@ -69,6 +69,7 @@ def make_arms(
     std_mode: str = "shuffled",
     noise: str = "gaussian",
     df: float = 3.0,
+    stds: jax.Array | None = None,
 ) -> Arms:
   """Builds one bandit instance.
 
@@ -78,10 +79,14 @@ def make_arms(
     means: ``[K]`` arm means; they must be positive, since the standard
       deviations are taken equal to them.
     std_mode: ``"shuffled"`` (std = a random permutation of the means, the
-      paper's setting) or ``"equal_mean"`` (std_k = mean_k).
+      paper's setting), ``"equal_mean"`` (std_k = mean_k) or ``"fixed"``
+      (std_k = stds_k, or mean_k without ``stds``).
     noise: ``"gaussian"`` or ``"student_t"`` (heavy tails, unit-variance
       rescaled Student-t with ``df`` degrees of freedom).
     df: degrees of freedom for ``noise="student_t"``; must exceed 2.
+    stds: optional ``[K]`` standard deviations to use instead of the means
+      (a user's own problem): ``"shuffled"`` permutes them, ``"fixed"``
+      keeps them; ``"equal_mean"`` does not accept them.
 
   Returns:
     The instance.
@@ -92,8 +97,11 @@ def make_arms(
     raise ValueError(f"noise={noise!r}; allowed: {NOISE_KINDS}")
   if noise == "student_t" and not df > 2:
     raise ValueError(f"df={df} must be > 2 for a finite variance")
+  if stds is not None and std_mode == "equal_mean":
+    raise ValueError('std_mode="equal_mean" takes the stds from the means; stds were given')
   means = jnp.asarray(means, jnp.float32)
-  stds = jax.random.permutation(key, means) if std_mode == "shuffled" else means
+  base = means if stds is None else jnp.asarray(stds, jnp.float32)
+  stds = jax.random.permutation(key, base) if std_mode == "shuffled" else base
   return Arms(means=means, stds=stds, df=float(df) if noise == "student_t" else math.inf)
 
 
@@ -121,6 +129,31 @@ def pull(arms: Arms, key: jax.Array, arm: jax.Array, index: jax.Array) -> jax.Ar
 def best_arm(arms: Arms) -> jax.Array:
   """Index of the arm with the largest mean (ties: lowest index)."""
   return jnp.argmax(arms.means)
+
+
+def check_custom(means, stds, std_mode: str) -> list[tuple[str, str]]:
+  """Problems of a user-defined bandit: ``(key, message)`` pairs (``[]`` if fine).
+
+  Args:
+    means: the arm means (a sequence of floats).
+    stds: their standard deviations, or an empty sequence to derive them
+      from the means (``std_mode``).
+    std_mode: as in :func:`make_arms`.
+  """
+  out = []
+  means, stds = list(means), list(stds)
+  if len(means) < 2:
+    out.append(("means", f"a bandit needs at least two arms; got {len(means)} means"))
+  if stds and len(stds) != len(means):
+    out.append(("stds", f"lengths differ: {len(means)} means but {len(stds)} stds"))
+  if stds and std_mode == "equal_mean":
+    out.append(("std_mode", 'std_mode="equal_mean" takes the stds from the means; use "fixed" or "shuffled" with stds'))
+  scale = stds if stds else means
+  bad = [i for i, s in enumerate(scale) if not s >= 0]
+  if bad:
+    what = "stds" if stds else "means (used as stds)"
+    out.append(("stds" if stds else "means", f"negative std: {what} at arms {bad} are < 0"))
+  return out
 
 
 def problem_means(name: str) -> np.ndarray:

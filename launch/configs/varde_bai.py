@@ -19,27 +19,16 @@ Any key can be overridden, e.g. ``--config.num_seeds=5000``;
 import ml_collections
 
 from launch.configs import common
+from methods import varde
+from methods.common import hparams
 
-PROBLEMS = ("E1", "E2", "E3", "E4")
-ALGORITHMS = (
-    "varde",
-    "varde_uniform_weights",
-    "varde_known_variance",
-    "uniform",
-    "successive_rejects",
-    "sequential_halving",
-    "ucbe",
-    "ugape",
-    "gapev",
-    "shvar",
-    "shadavar",
-    "ttts",
-    "ocba",
-)
+PROBLEMS = ("E1", "E2", "E3", "E4")  # the paper's; or "custom": your own means/stds
+# Suite names; each expands into one or more algorithms (methods.varde.ALGORITHMS).
+ALGORITHMS = tuple(varde.ALGORITHMS)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>[,problem=E1|E2|E3|E4]"``."""
+  """Config for ``arg`` = ``"<preset>[,problem=E1|E2|E3|E4|custom]"``."""
   opts = common.parse_arg(arg, problem="E1")
   config = common.base_config("varde_bai", opts.preset)
   config.problem = opts.problem
@@ -47,30 +36,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # budgets plus more for the error-against-budget figure
   # (launch/experiments/varde_bai.py: BUDGET_GRIDS).
   config.budgets = ()
+  # Your own bandit (problem=custom): arm means and, optionally, their stds
+  # (empty: the stds are the means, per std_mode), e.g.
+  # --config.means='(0.5,0.45,0.3)' --config.stds='(1.0,0.5,0.2)' --config.budgets='(300,)'
+  config.means = ()
+  config.stds = ()
   config.num_seeds = 20_000
   config.chunk_size = 5_000  # seeds per jitted call (one checkpoint each)
-  config.std_mode = "shuffled"  # std = a per-run permutation of the means
+  config.std_mode = "shuffled"  # std = a per-run permutation of the means (or stds); "fixed", "equal_mean"
   config.noise = "gaussian"  # or "student_t" (heavy tails, variance kept)
   config.df = 3.0  # Student-t degrees of freedom
   config.algorithms = ALGORITHMS
   config.reference = "varde_tau0.1"  # paired comparisons are against this
 
-  config.varde = ml_collections.ConfigDict()
-  config.varde.taus = (0.05, 0.1, 0.15)
-  config.varde.ablation_tau = 0.1  # tau of the known-variance ablation
-  config.varde.warm_start = 2
-  config.varde.var_floor = 0.01
-
-  config.baselines = ml_collections.ConfigDict()
-  config.baselines.ucbe_c = (2.0, 4.0, 8.0)
-  config.baselines.ugape_c = 1.0
-  config.baselines.gapev_c = 1.0
-  config.baselines.rate_scale = "hardness"  # a = c (T - warm) / H, or "raw": a = c
-  config.baselines.sh_reuse_samples = False
-  config.baselines.shadavar_delta = 0.05
-  config.baselines.ttts_beta = 0.5
-  config.baselines.warm_start = 2  # TTTS and OCBA
-  config.baselines.var_floor = 0.01
+  # Method hyperparameters: declared once in methods/varde/suite.py.
+  config.varde = ml_collections.ConfigDict(hparams.to_config(varde.VarDEHparams))
+  config.baselines = ml_collections.ConfigDict(hparams.to_config(varde.BaselineHparams))
 
   if opts.preset == "smoke":
     config.num_seeds = 512

@@ -27,6 +27,7 @@ from launch.configs import varde_bai as varde_config
 from launch.experiments import varde_report
 from launch.runtime import Context, Experiment
 from methods import varde
+from methods.common import hparams
 
 # Budgets run when ``config.budgets == ()``: the paper's budgets plus a grid for
 # the error-against-budget figure.
@@ -47,60 +48,21 @@ BUDGET_GRIDS = {
 }
 
 
-def _tag(x: float) -> str:
-  return f"{x:g}"
-
-
 def algorithm_suite(
     config: ml_collections.ConfigDict, num_arms: int, budget: int
 ) -> tuple[list[str], list[varde.BAIAlgorithm], dict[str, Optional[float]]]:
-  """Expands ``config.algorithms`` into named algorithms for ``(K, T)``.
+  """Expands ``config.algorithms`` (keys of ``methods.varde.ALGORITHMS``) for ``(K, T)``.
 
   Returns:
     names, algorithms and ``{name: tau}`` for the VarDE variants: the
     temperature of each one's Neyman limit (``None`` for uniform weights).
   """
-  v, b = config.varde, config.baselines
-  kw = dict(num_arms=num_arms, budget=budget)
-  vkw = dict(kw, warm_start=v.warm_start, var_floor=v.var_floor)
-  suite: list[tuple[str, Any, Any]] = []  # (name, algorithm, neyman tau or "none")
-  for name in config.algorithms:
-    if name == "varde":
-      suite += [(f"varde_tau{_tag(t)}", varde.varde(tau=t, **vkw), t) for t in v.taus]
-    elif name == "varde_uniform_weights":
-      suite.append((name, varde.varde(weighting="uniform", **vkw), None))
-    elif name == "varde_known_variance":
-      suite.append((name, varde.varde(tau=v.ablation_tau, variance="known", **vkw), v.ablation_tau))
-    elif name == "ucbe":
-      suite += [
-          (f"ucbe_c{_tag(c)}", varde.ucbe(c=c, scale=b.rate_scale, **kw), "none") for c in b.ucbe_c
-      ]
-    elif name == "ugape":
-      suite.append((name, varde.ugape(c=b.ugape_c, scale=b.rate_scale, **kw), "none"))
-    elif name == "gapev":
-      suite.append(
-          (name, varde.gapev(c=b.gapev_c, scale=b.rate_scale, var_floor=b.var_floor, **kw), "none")
-      )
-    elif name in ("successive_rejects", "sequential_halving", "shvar"):
-      reuse = True if name == "successive_rejects" else b.sh_reuse_samples
-      suite.append((name, varde.ALGORITHMS[name](reuse_samples=reuse, **kw), "none"))
-    elif name == "shadavar":
-      suite.append(
-          (name, varde.shadavar(delta=b.shadavar_delta, reuse_samples=b.sh_reuse_samples, **kw), "none")
-      )
-    elif name == "ttts":
-      suite.append(
-          (name, varde.ttts(beta=b.ttts_beta, warm_start=b.warm_start, var_floor=b.var_floor, **kw), "none")
-      )
-    elif name == "ocba":
-      suite.append((name, varde.ocba(warm_start=b.warm_start, var_floor=b.var_floor, **kw), "none"))
-    elif name == "uniform":
-      suite.append((name, varde.uniform(**kw), "none"))
-    else:
-      raise ValueError(f"unknown algorithm {name!r}; allowed: {list(varde_config.ALGORITHMS)}")
-  names = [s[0] for s in suite]
-  algorithms = [s[1] for s in suite]
-  neyman = {s[0]: s[2] for s in suite if s[2] != "none"}
+  v = hparams.from_config(varde.VarDEHparams, config.varde)
+  b = hparams.from_config(varde.BaselineHparams, config.baselines)
+  suite = varde.build_suite(config.algorithms, num_arms, budget, v, b)
+  names = [e.name for e in suite]
+  algorithms = [e.algorithm for e in suite]
+  neyman = {e.name: e.neyman_tau for e in suite if e.neyman}
   return names, algorithms, neyman
 
 
@@ -110,11 +72,30 @@ def resolve_budgets(config: ml_collections.ConfigDict) -> tuple[int, ...]:
   return BUDGET_GRIDS[config.preset][config.problem]
 
 
+def resolve_means(config: ml_collections.ConfigDict) -> np.ndarray:
+  """``[K]`` arm means: a named problem's, or ``config.means`` for ``problem=custom``."""
+  if config.problem == "custom":
+    return np.asarray(config.means, np.float32)
+  return bandits.problem_means(config.problem)
+
+
+def _custom_problem(config: ml_collections.ConfigDict):
+  """Named errors for a user-defined bandit (``problem=custom``)."""
+  if config.problem != "custom":
+    for key in ("means", "stds"):
+      if config[key]:
+        yield key, f"only used with problem=custom (problem={config.problem!r})"
+    return
+  yield from bandits.check_custom(config.means, config.stds, config.std_mode)
+  if not config.budgets:
+    yield "budgets", "problem=custom needs explicit budgets, e.g. --config.budgets='(500,)'"
+
+
 def _feasibility(config: ml_collections.ConfigDict):
   """Every budget must fit every algorithm's warm start / first phase."""
-  if config.problem not in bandits.PROBLEMS:
+  if list(_custom_problem(config)):
     return
-  num_arms = len(bandits.PROBLEMS[config.problem].means)
+  num_arms = len(resolve_means(config))
   for budget in resolve_budgets(config):
     try:
       names, _, _ = algorithm_suite(config, num_arms, budget)
@@ -125,45 +106,47 @@ def _feasibility(config: ml_collections.ConfigDict):
     yield "reference", f"{config.reference!r} is not run; algorithms run: {names}"
 
 
+class _ProblemName(cs.Constraint):
+  """One of the paper's problems, or ``custom`` (``config.means`` / ``config.stds``)."""
+
+  def check(self, value):
+    if value in varde_config.PROBLEMS or value == "custom":
+      return None
+    return f"{value!r} is not allowed; allowed values: {list(varde_config.PROBLEMS)} or 'custom' (config.means)"
+
+
 def schema() -> cs.Schema:
   constraints = {
       **common.BASE_CONSTRAINTS,
       "experiment": cs.OneOf(("varde_bai",)),
-      "problem": cs.OneOf(varde_config.PROBLEMS),
+      "problem": _ProblemName(),
       "budgets": cs.Each(cs.Range(lo=1)),
+      "means": cs.Each(cs.Range()),
+      "stds": cs.Each(cs.Range()),
       "num_seeds": cs.Range(lo=1),
       "chunk_size": cs.Range(lo=1),
       "std_mode": cs.OneOf(bandits.STD_MODES),
       "noise": cs.OneOf(bandits.NOISE_KINDS),
       "df": cs.Range(lo=2, lo_open=True),
       "algorithms": cs.Each(cs.OneOf(varde_config.ALGORITHMS), nonempty=True),
-      "varde.taus": cs.Each(cs.positive(), nonempty=True),
-      "varde.ablation_tau": cs.positive(),
-      "varde.warm_start": cs.Range(lo=1),
-      "varde.var_floor": cs.Range(lo=0),
-      "baselines.ucbe_c": cs.Each(cs.positive(), nonempty=True),
-      "baselines.ugape_c": cs.positive(),
-      "baselines.gapev_c": cs.positive(),
-      "baselines.rate_scale": cs.OneOf(varde.baselines.SCALES),
-      "baselines.shadavar_delta": cs.Range(lo=0, hi=1, lo_open=True, hi_open=True),
-      "baselines.ttts_beta": cs.Range(lo=0, hi=1, lo_open=True, hi_open=True),
-      "baselines.warm_start": cs.Range(lo=1),
-      "baselines.var_floor": cs.Range(lo=0),
   }
   unique = lambda c: [("algorithms", m)] if (m := cs.Unique().check(c.algorithms)) else []  # noqa: E731
   return cs.Schema(
       varde_config.get_config(),
       constraints,
-      checks=(common.mesh_check, unique, lambda c: list(_feasibility(c))),
+      checks=(common.mesh_check, unique, lambda c: list(_custom_problem(c)),
+              lambda c: list(_feasibility(c))),
+      sections=(cs.Section("varde", varde.VarDEHparams), cs.Section("baselines", varde.BaselineHparams)),
   )
 
 
 def make_instance_fn(config: ml_collections.ConfigDict, means: np.ndarray):
   """``(k_inst, k_reward) -> (means, stds, pull)`` for :func:`methods.varde.sweep`."""
+  stds = jnp.asarray(config.stds, jnp.float32) if config.stds else None
 
   def instance(k_inst, k_reward):
     arms = bandits.make_arms(
-        k_inst, jnp.asarray(means), std_mode=config.std_mode, noise=config.noise, df=config.df
+        k_inst, jnp.asarray(means), std_mode=config.std_mode, noise=config.noise, df=config.df, stds=stds
     )
     return arms.means, arms.stds, functools.partial(bandits.pull, arms, k_reward)
 
@@ -202,7 +185,7 @@ def chunk_seed_ids(config, mesh, chunk: int) -> jax.Array:
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs the sweep; returns (and the runner writes) ``results.json``'s content."""
-  means = bandits.problem_means(config.problem)
+  means = resolve_means(config)
   budgets = resolve_budgets(config)
   num_chunks = math.ceil(config.num_seeds / config.chunk_size)
   units = [(b, c) for b in range(len(budgets)) for c in range(num_chunks)]

@@ -34,7 +34,8 @@ def summarize(config, budgets, names, neyman_names, tallies, means) -> dict:
   the order of ``SweepStats.neyman``.
   """
   ref = names.index(config.reference)
-  paper = tuple(bandits.PROBLEMS[config.problem].budgets)
+  problem = bandits.PROBLEMS.get(config.problem)
+  paper = tuple(problem.budgets) if problem else tuple(budgets)
   res: dict[str, Any] = {
       "experiment": "varde_bai",
       "problem": config.problem,

@@ -33,17 +33,8 @@ from methods.varde.evaluate import SweepStats
 from methods.varde.evaluate import run_keys
 from methods.varde.evaluate import sweep
 
-# Algorithm constructors by name: ``ALGORITHMS[name](num_arms=K, budget=T, **hparams)``.
-ALGORITHMS = {
-    "varde": varde,
-    "uniform": uniform,
-    "successive_rejects": successive_rejects,
-    "sequential_halving": sequential_halving,
-    "ucbe": ucbe,
-    "ugape": ugape,
-    "gapev": gapev,
-    "shvar": shvar,
-    "shadavar": shadavar,
-    "ttts": ttts,
-    "ocba": ocba,
-}
+from methods.varde.suite import ALGORITHMS
+from methods.varde.suite import BaselineHparams
+from methods.varde.suite import Entry
+from methods.varde.suite import VarDEHparams
+from methods.varde.suite import build_suite

@@ -1,7 +1,7 @@
 """VarDE for fixed-budget best-arm identification.
 
 Luong, Nguyen, Ta, Tran and Dam, "Variance Driven Exploration", ICML 2026
-(``shared/specs/varde.md``). The final decision is a smooth function of the
+(PMLR 306), Section 3 (best-arm identification). The final decision is a smooth function of the
 arm means, here the log-sum-exp ``f(mu) = tau * log sum_i exp(mu_i / tau)``.
 Its first-order (delta-method) variance under an allocation ``N`` is
 

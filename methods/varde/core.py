@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -138,6 +139,9 @@ def run_bai(
   Returns:
     The recommendation and the allocation.
   """
+  chex.assert_shape(key, ())
+  chex.assert_rank([oracle.stds, oracle.gaps], 1)
+  chex.assert_equal_shape([oracle.stds, oracle.gaps])
   init_key, step_key = jax.random.split(key)
   state = algorithm.init(init_key, oracle)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional, Sequence
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -84,6 +85,9 @@ def sweep(
   Returns:
     Tallies over the valid runs.
   """
+
+  chex.assert_rank(keys, 1)
+  chex.assert_shape(valid, keys.shape)
 
   def one_run(key):
     k_inst, k_reward, k_alg = run_keys(key)
