@@ -1,4 +1,4 @@
-"""Orbax checkpoints: save, restore onto a mesh, resume, refuse non-finite states.
+"""Orbax checkpoints: save, verify, restore onto a mesh, resume, refuse non-finite states.
 
 :class:`Checkpointer` wraps ``orbax.checkpoint.CheckpointManager`` with the
 project's rules:
@@ -6,15 +6,27 @@ project's rules:
 * a state is written only if every floating-point leaf is finite; otherwise
   :class:`NonFiniteError` names the step and the offending leaves and the
   previous (good) checkpoints stay untouched;
+* every saved step carries ``checksum.json`` (SHA-256 of every file of the
+  step, and the hash of the config it was written under), written after the
+  data; a step whose files do not match -- flipped bytes, truncation, a kill
+  before the checksum was written -- is reported in one line naming the step
+  and moved aside to ``<directory>/../checkpoints.corrupt/`` (never deleted),
+  and the newest step that verifies is used; "last good" only ever names a
+  verified step;
+* a step written under a different config is refused (:class:`CheckpointError`),
+  even when the workdir's ``config.json`` is gone;
 * restore targets are abstract trees (``jax.eval_shape`` + shardings) so that
   arrays come back sharded as they were saved, on one process or many;
-* a checkpoint that fails to restore (corrupt or partial files) is reported
-  with its path and the next older one is tried; nothing is deleted.
+* a verified checkpoint that still fails to restore (or restores NaN/Inf) is
+  reported with its path and the next older one is tried.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
 from typing import Any, Optional
 
 from absl import logging
@@ -23,8 +35,12 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from launch import errors
 
-class NonFiniteError(FloatingPointError):
+CHECKSUM_FILE = "checksum.json"
+
+
+class NonFiniteError(errors.UserError, FloatingPointError):
   """A state with NaN/Inf values; it was not saved."""
 
   def __init__(self, step: int, leaves: list[str], last_good: Optional[int]):
@@ -33,8 +49,26 @@ class NonFiniteError(FloatingPointError):
     super().__init__(f"non-finite values at step {step} in {', '.join(leaves)}; {kept}")
 
 
-class CheckpointError(RuntimeError):
-  """No checkpoint in a directory could be restored."""
+class CheckpointError(errors.UserError, RuntimeError):
+  """No checkpoint could be restored, or one belongs to a different config."""
+
+
+def step_digest(path: str) -> str:
+  """SHA-256 over the relative names and bytes of every file under ``path`` (but the checksum)."""
+  h = hashlib.sha256()
+  for root, dirs, files in os.walk(path):
+    dirs.sort()
+    for name in sorted(files):
+      full = os.path.join(root, name)
+      rel = os.path.relpath(full, path)
+      if rel == CHECKSUM_FILE:
+        continue
+      h.update(f"{rel}\0{os.path.getsize(full)}\0".encode())
+      with open(full, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+          h.update(block)
+      h.update(b"\0")
+  return h.hexdigest()
 
 
 def non_finite_leaves(tree: Any) -> list[str]:
@@ -88,11 +122,24 @@ def abstract_like(tree: Any, sharding: Any = None) -> Any:
 
 
 class Checkpointer:
-  """Numbered checkpoints of a pytree state plus JSON metadata in ``directory``."""
+  """Numbered, checksummed checkpoints of a pytree state plus JSON metadata in ``directory``.
 
-  def __init__(self, directory: str, *, max_to_keep: int = 2, every: int = 1):
+  Args:
+    directory: where the numbered steps live.
+    max_to_keep: newest steps kept.
+    every: :meth:`save` writes every ``every`` steps (unless forced).
+    config_hash: hash of the run's config (see ``launch.runner.config_hash``);
+      recorded with every step, and a step recorded under another hash is
+      refused. ``None``: not recorded, not checked.
+  """
+
+  def __init__(self, directory: str, *, max_to_keep: int = 2, every: int = 1,
+               config_hash: Optional[str] = None):
     self.directory = os.path.abspath(directory)
     self.every = every
+    self.config_hash = config_hash
+    self.corrupt_dir = self.directory.rstrip(os.sep) + ".corrupt"
+    self._verified: set[int] = set()
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(
@@ -102,8 +149,60 @@ class Checkpointer:
         ),
     )
 
+  # ---------------------------------------------------------------- verification
+
+  def _path(self, step: int) -> str:
+    return os.path.join(self.directory, str(step))
+
+  def _problem(self, step: int) -> Optional[str]:
+    """Why ``step`` does not verify (``None``: it does); raises on a config mismatch."""
+    path = os.path.join(self._path(step), CHECKSUM_FILE)
+    try:
+      with open(path) as f:
+        record = json.load(f)
+      expected = record["sha256"]
+    except FileNotFoundError:
+      return "no checksum (the run stopped before it was written)"
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      return f"unreadable checksum ({type(e).__name__})"
+    if record.get("config_hash") and self.config_hash and record["config_hash"] != self.config_hash:
+      raise CheckpointError(
+          f"checkpoint step {step} in {self.directory} was written under a different config "
+          f"(config hash {record['config_hash'][:12]}, this run's {self.config_hash[:12]}); "
+          "rerun with the original flags or use a new --workdir"
+      )
+    if step_digest(self._path(step)) != expected:
+      return "its files do not match their checksum (corrupt)"
+    return None
+
+  def _move_aside(self, step: int, why: str) -> None:
+    """Reports ``step`` in one line and moves it to :attr:`corrupt_dir` (primary process only)."""
+    dest = os.path.join(self.corrupt_dir, str(step))
+    n = 1
+    while os.path.exists(dest):
+      dest, n = os.path.join(self.corrupt_dir, f"{step}.{n}"), n + 1
+    logging.warning("checkpoint step %d fails verification: %s; moved to %s", step, why, dest)
+    if jax.process_index() == 0:
+      os.makedirs(self.corrupt_dir, exist_ok=True)
+      shutil.move(self._path(step), dest)
+    self._manager.reload()
+
+  def verified_steps(self) -> list[int]:
+    """Steps newest first, after moving aside every step newer than the newest that verifies."""
+    for s in sorted(self._manager.all_steps(), reverse=True):
+      if s in self._verified:
+        break
+      why = self._problem(s)
+      if why is None:
+        self._verified.add(s)
+        break
+      self._move_aside(s, why)
+    return sorted(self._manager.all_steps(), reverse=True)
+
   def latest_step(self) -> Optional[int]:
-    return self._manager.latest_step()
+    """The newest step that verifies (newer ones that do not are moved aside first)."""
+    steps = self.verified_steps()
+    return steps[0] if steps else None
 
   def all_steps(self) -> list[int]:
     return list(self._manager.all_steps())
@@ -112,10 +211,11 @@ class Checkpointer:
     return step % self.every == 0
 
   def save(self, step: int, state: Any, metadata: Optional[dict] = None, *, force: bool = False) -> bool:
-    """Saves ``state`` at ``step`` (every ``every`` steps, or when ``force``).
+    """Saves ``state`` at ``step`` (every ``every`` steps, or when ``force``), then its checksum.
 
     Raises:
-      NonFiniteError: ``state`` has NaN/Inf leaves; nothing is written.
+      NonFiniteError: ``state`` has NaN/Inf leaves; nothing is written (the
+        error names the newest verified step as the last good one).
     """
     check_finite(step, state, self.latest_step())
     if not (force or self.should_save(step)) or step in self.all_steps():
@@ -125,10 +225,19 @@ class Checkpointer:
       args["meta"] = ocp.args.JsonSave(metadata)
     self._manager.save(step, args=ocp.args.Composite(**args), force=True)
     self._manager.wait_until_finished()
+    if jax.process_index() == 0:  # written after the data: a step without it never verifies
+      record = {"sha256": step_digest(self._path(step)), "config_hash": self.config_hash, "step": step}
+      tmp = os.path.join(self._path(step), f".{CHECKSUM_FILE}.tmp")
+      with open(tmp, "w") as f:
+        json.dump(record, f)
+        f.flush()
+        os.fsync(f.fileno())
+      os.replace(tmp, os.path.join(self._path(step), CHECKSUM_FILE))
+    self._verified.add(step)
     return True
 
   def restore(self, target: Any, step: Optional[int] = None) -> tuple[int, Any, Optional[dict]]:
-    """Restores ``(step, state, metadata)``; ``step=None`` is the latest that loads.
+    """Restores ``(step, state, metadata)``; ``step=None`` is the newest that verifies and loads.
 
     Args:
       target: abstract tree (see :func:`abstract_like`) or a concrete tree of
@@ -136,30 +245,48 @@ class Checkpointer:
       step: a specific step; then a failure raises instead of falling back.
 
     Raises:
-      CheckpointError: no checkpoint exists or none could be read.
+      CheckpointError: no checkpoint exists, none verifies and loads, or one
+        was written under another config.
     """
-    steps = [step] if step is not None else sorted(self.all_steps(), reverse=True)
+    if step is not None:
+      why = self._problem(step) if step in self.all_steps() else "no such step"
+      if why is not None:
+        raise CheckpointError(f"checkpoint step {step} in {self.directory}: {why}")
+      steps = [step]
+    else:
+      steps = self.verified_steps()
     if not steps:
       raise CheckpointError(f"no checkpoint in {self.directory}")
-    errors = []
+    errors_ = []
     for s in steps:
+      why = self._problem(s)  # always re-verified before use, even if this process wrote it
+      if why is not None:
+        self._verified.discard(s)
+        self._move_aside(s, why)
+        continue
+      self._verified.add(s)
       try:
         restored = self._manager.restore(
             s, args=ocp.args.Composite(state=ocp.args.StandardRestore(target))
         )
         meta = None
-        if os.path.isdir(os.path.join(self.directory, str(s), "meta")):
+        if os.path.isdir(os.path.join(self._path(s), "meta")):
           meta = self._manager.restore(s, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        bad = non_finite_leaves(restored["state"])
+        if bad:  # never resume from (or call "last good") a NaN/Inf state
+          self._verified.discard(s)
+          self._move_aside(s, f"it holds non-finite values in {', '.join(bad)}")
+          errors_.append(f"{self._path(s)}: non-finite values in {', '.join(bad)}")
+          continue
         return s, restored["state"], meta
       except Exception as e:  # pylint: disable=broad-except
-        path = os.path.join(self.directory, str(s))
-        logging.warning("checkpoint %s could not be restored (%s: %s)", path, type(e).__name__, e)
-        errors.append(f"{path}: {type(e).__name__}: {e}")
+        logging.warning("checkpoint %s could not be restored (%s: %s)", self._path(s), type(e).__name__, e)
+        errors_.append(f"{self._path(s)}: {type(e).__name__}: {e}")
         if step is not None:
           break
     raise CheckpointError(
-        "no checkpoint could be restored (older steps are tried with the same restore "
-        "target; pass step= if the state's structure changes between steps):\n" + "\n".join(errors)
+        "no checkpoint could be restored (a run whose state changes shape between steps cannot fall "
+        "back to older steps; use a new --workdir):\n" + "\n".join(errors_ or ["none verifies"])
     )
 
   def restore_or(self, initial: Any, target: Any = None) -> tuple[int, Any, Optional[dict]]:

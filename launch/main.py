@@ -12,8 +12,13 @@ Flags:
   --coordinator_address / --num_processes / --process_id
                 multi-host runs (or COORDINATOR_ADDRESS, NUM_PROCESSES,
                 PROCESS_ID in the environment).
+  --verbose     show the traceback of failures that are not bugs (bad config
+                or data, unusable workdir, NaN stop, no verifiable checkpoint);
+                without it they print one line, ``error: ...``, and exit 1
+                (2 for a bad config). ``ICML26_VERBOSE=1`` does the same.
 """
 
+import os
 import sys
 
 from absl import app
@@ -29,6 +34,7 @@ _CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "CPU devices to expose (0:
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0.")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Index of this process.")
+_VERBOSE = flags.DEFINE_bool("verbose", False, "Show tracebacks of user errors (or ICML26_VERBOSE=1).")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -57,14 +63,18 @@ def main(argv):
       cpu_devices=_CPU_DEVICES.value,
   )
   # Imported after the device set-up: nothing may touch a JAX backend before it.
+  from launch import errors  # pylint: disable=g-import-not-at-top
   from launch import runner  # pylint: disable=g-import-not-at-top
-  from launch.config_schema import ConfigError  # pylint: disable=g-import-not-at-top
 
   try:
     runner.run(_CONFIG.value, _WORKDIR.value)
-  except ConfigError as e:
-    logging.error("%s", e)
-    raise SystemExit(2) from e
+  except errors.user_error_types() as e:
+    if _VERBOSE.value or os.environ.get(errors.VERBOSE_ENV, "") not in ("", "0"):
+      logging.exception("%s", type(e).__name__)
+    else:
+      logging.flush()
+    print(f"error: {errors.one_line(e)}", file=sys.stderr)
+    raise SystemExit(errors.exit_code(e)) from None
 
 
 if __name__ == "__main__":

@@ -67,6 +67,11 @@ class Writer:
       f.write(json.dumps(_jsonable({"step": step, **scalars})) + "\n")
       f.flush()
 
+  def reset_metrics(self) -> None:
+    """Removes ``metrics.jsonl`` (a run that starts from step 0 writes it anew)."""
+    if self.primary and os.path.exists(self.path("metrics.jsonl")):
+      os.remove(self.path("metrics.jsonl"))
+
   def truncate_after(self, step: int) -> None:
     """Drops ``metrics.jsonl`` lines past ``step`` (a resumed run rewrites them)."""
     path = self.path("metrics.jsonl")

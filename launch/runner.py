@@ -8,6 +8,7 @@ through :func:`run`, so every run gets the same checks and the same files:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Optional
@@ -18,6 +19,7 @@ import ml_collections
 
 from launch import checkpoint as ckpt_lib
 from launch import config_schema
+from launch import errors
 from launch import mesh as mesh_lib
 from launch import metrics
 from launch import registry
@@ -40,6 +42,30 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_schema.validate(config, registry.get(config.experiment).schema())
 
 
+def _comparable(config: ml_collections.ConfigDict) -> dict:
+  """Flattened, JSON-normalised config without the keys that may change on resumption."""
+  flat = config_schema.flatten(json.loads(json.dumps(metrics._jsonable(config.to_dict()))))  # pylint: disable=protected-access
+  return {k: v for k, v in flat.items() if k.split(".")[0] not in RESUMABLE_KEYS}
+
+
+def config_hash(config: ml_collections.ConfigDict) -> str:
+  """SHA-256 of the config's run-defining keys (recorded in every checkpoint step)."""
+  text = json.dumps(_comparable(config), sort_keys=True, default=lambda _: "{}")  # {} marks a sub-dict
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_workdir(workdir: str) -> None:
+  """Raises ``WorkdirError`` if ``workdir`` cannot be created and written."""
+  try:
+    os.makedirs(workdir, exist_ok=True)
+    probe = os.path.join(workdir, f".probe{os.getpid()}")
+    with open(probe, "w"):
+      pass
+    os.remove(probe)
+  except OSError as e:
+    raise errors.WorkdirError(f"--workdir={workdir} is not usable ({e.strerror or e}); pass another --workdir") from e
+
+
 def _check_same_run(config: ml_collections.ConfigDict, workdir: str) -> None:
   """Refuses to resume a workdir that holds a run of a different config."""
   path = os.path.join(workdir, "config.json")
@@ -50,12 +76,9 @@ def _check_same_run(config: ml_collections.ConfigDict, workdir: str) -> None:
       old = json.load(f)
     except json.JSONDecodeError as e:
       raise config_schema.ConfigError([f"{path} is not valid JSON ({e}); use a new --workdir"]) from e
-  new = json.loads(json.dumps(metrics._jsonable(config.to_dict())))  # pylint: disable=protected-access
-  old_f, new_f = (config_schema.flatten(d) for d in (old, new))
-  differ = sorted(
-      k for k in set(old_f) | set(new_f)
-      if k.split(".")[0] not in RESUMABLE_KEYS and old_f.get(k) != new_f.get(k)
-  )
+  old_f = {k: v for k, v in config_schema.flatten(old).items() if k.split(".")[0] not in RESUMABLE_KEYS}
+  new_f = _comparable(config)
+  differ = sorted(k for k in set(old_f) | set(new_f) if old_f.get(k) != new_f.get(k))
   if differ:
     raise config_schema.ConfigError(
         [f"{workdir} holds a run with a different config (keys {differ}); "
@@ -69,9 +92,9 @@ def run(config: ml_collections.ConfigDict, workdir: str, *, log_summary: bool = 
   metrics.quiet_library_logs()
   experiment = registry.get(config.experiment)
   primary = jax.process_index() == 0
+  if primary:
+    _check_workdir(workdir)
   _check_same_run(config, workdir)
-  writer = metrics.Writer(workdir, primary=primary)
-  writer.write_config(config)
   mesh = mesh_lib.make_mesh(config.mesh.data)
   checkpointer = None
   if config.checkpoint.enabled:
@@ -79,7 +102,17 @@ def run(config: ml_collections.ConfigDict, workdir: str, *, log_summary: bool = 
         os.path.join(os.path.abspath(workdir), "checkpoints"),
         max_to_keep=config.checkpoint.max_to_keep,
         every=config.checkpoint.every,
+        config_hash=config_hash(config),
     )
+  writer = metrics.Writer(workdir, primary=primary)
+  try:  # verifies the checkpoints (and their config) before any compute
+    resumable = checkpointer is not None and checkpointer.latest_step() is not None
+  except BaseException:
+    checkpointer.close()
+    raise
+  if not resumable:
+    writer.reset_metrics()  # a run that starts from scratch does not append to an old run's lines
+  writer.write_config(config)
   logging.info("running %s in %s on %d devices (%d processes)",
                config.experiment, workdir, mesh.devices.size, jax.process_count())
   try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Optional
 
+from absl import logging
 import ml_collections
 from jax.sharding import Mesh
 
@@ -66,6 +67,8 @@ class Context:
     if self.checkpointer is None:
       return 0, initial, None
     step, state, meta = self.checkpointer.restore_or(initial, target)
+    if step:
+      logging.info("resumed from checkpoint step %d (%s)", step, self.checkpointer.directory)
     self.writer.truncate_after(step)
     return step, state, meta
 

@@ -165,7 +165,8 @@ def test_corrupt_latest_checkpoint_falls_back_and_reports(tmp_path):
         fh.write(b"garbage")
   step, restored, _ = ckpt.restore({"x": np.zeros(4)})
   assert step == 1 and np.all(restored["x"] == 1.0)
-  assert os.path.isdir(tmp_path / "ckpt" / "2")  # nothing deleted
+  assert os.path.isdir(tmp_path / "ckpt.corrupt" / "2")  # moved aside, not deleted
+  assert ckpt.all_steps() == [1] and ckpt.latest_step() == 1
   with pytest.raises(ckpt_lib.CheckpointError, match="2"):
     ckpt.restore({"x": np.zeros(4)}, step=2)
   ckpt.close()

@@ -1,0 +1,59 @@
+"""Failures that are not bugs: the launcher prints one line for them, no traceback.
+
+A :class:`UserError` is raised for problems in what a user gave the run or in
+its surroundings -- bad data, an unusable ``--workdir``, a NaN/Inf stop, no
+checkpoint that verifies -- as opposed to a bug in the project. ``launch.main``
+prints ``error: <one line>`` for these and exits with :attr:`UserError.exit_code`;
+``--verbose`` (or ``ICML26_VERBOSE=1`` in the environment) also shows the
+traceback. Other exceptions are bugs and keep their traceback.
+
+Errors raised in layers below ``launch`` (``datasets``, ``methods``) cannot
+derive from these classes; :func:`user_error_types` lists them too.
+"""
+
+from __future__ import annotations
+
+VERBOSE_ENV = "ICML26_VERBOSE"
+
+
+class UserError(Exception):
+  """A failure caused by the run's inputs or environment (not a bug)."""
+
+  exit_code = 1
+
+
+class WorkdirError(UserError):
+  """``--workdir`` cannot be created, written, or holds another run."""
+
+
+class DataError(UserError):
+  """A dataset file or array that cannot be used (named in the message)."""
+
+
+def user_error_types() -> tuple[type, ...]:
+  """Every exception type that ``launch.main`` reports in one line.
+
+  Imported lazily: ``launch.main`` must not touch JAX before the device set-up.
+  """
+  from datasets.offline_rl import d4rl  # pylint: disable=g-import-not-at-top
+  from launch import config_schema  # pylint: disable=g-import-not-at-top
+
+  return (UserError, config_schema.ConfigError, d4rl.D4RLFormatError)
+
+
+def exit_code(error: BaseException) -> int:
+  """2 for config errors (as for bad flags), else the error's ``exit_code`` (1)."""
+  from launch import config_schema  # pylint: disable=g-import-not-at-top
+
+  if isinstance(error, config_schema.ConfigError):
+    return 2
+  return getattr(error, "exit_code", 1)
+
+
+def one_line(error: BaseException) -> str:
+  """The error's message on one line (a config error's problems joined by ``; ``)."""
+  problems = getattr(error, "problems", None)
+  if problems:
+    return "invalid config: " + "; ".join(" ".join(str(p).split()) for p in problems)
+  text = " ".join(str(error).split())
+  return text or type(error).__name__
