@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-import gymnax
 import jax
 import jax.numpy as jnp
 
@@ -42,6 +41,8 @@ def make(name: str) -> Task:
   """The :class:`Task` ``"pendulum"`` or ``"mountaincar"``."""
   if name not in GYMNAX_IDS:
     raise ValueError(f"unknown classic-control task {name!r}; allowed: {TASKS}")
+  import gymnax  # pylint: disable=g-import-not-at-top  (its import starts a JAX backend)
+
   env, params = gymnax.make(GYMNAX_IDS[name])
   space = env.action_space(params)
   obs_dim = env.observation_space(params).shape[0]

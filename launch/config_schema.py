@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import ml_collections
 
+from methods.common import hparams
+
 
 class ConfigError(ValueError):
   """A config that cannot run; the message lists every problem found."""
@@ -27,71 +29,15 @@ class ConfigError(ValueError):
     )
 
 
-class Constraint:
-  """A check of one value; returns an error message or ``None``."""
-
-  def check(self, value: Any) -> Optional[str]:
-    raise NotImplementedError
-
-
-@dataclasses.dataclass(frozen=True)
-class OneOf(Constraint):
-  values: tuple
-
-  def check(self, value):
-    if value not in self.values:
-      return f"{value!r} is not allowed; allowed values: {list(self.values)}"
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Range(Constraint):
-  """``lo <= value <= hi`` (``lo < value`` with ``lo_open``, etc.)."""
-
-  lo: Optional[float] = None
-  hi: Optional[float] = None
-  lo_open: bool = False
-  hi_open: bool = False
-
-  def describe(self) -> str:
-    lo = "-inf" if self.lo is None else self.lo
-    hi = "inf" if self.hi is None else self.hi
-    return f"{'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
-
-  def check(self, value):
-    bad_lo = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
-    bad_hi = self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi)
-    if bad_lo or bad_hi:
-      return f"{value!r} is out of range; allowed: {self.describe()}"
-    return None
-
-
-def positive() -> Range:
-  return Range(lo=0, lo_open=True)
-
-
-@dataclasses.dataclass(frozen=True)
-class Each(Constraint):
-  """Applies ``inner`` to every element of a sequence."""
-
-  inner: Constraint
-  nonempty: bool = False
-
-  def check(self, value):
-    if self.nonempty and not value:
-      return "must not be empty"
-    for i, v in enumerate(value):
-      msg = self.inner.check(v)
-      if msg:
-        return f"element {i}: {msg}"
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Unique(Constraint):
-  def check(self, value):
-    dup = sorted({v for v in value if list(value).count(v) > 1})
-    return f"duplicate entries {dup}" if dup else None
+# The value constraints are the ones hyperparameter declarations use.
+Constraint = hparams.Constraint
+Finite = hparams.Finite
+OneOf = hparams.OneOf
+Range = hparams.Range
+Each = hparams.Each
+Unique = hparams.Unique
+positive = hparams.positive
+probability = hparams.probability
 
 
 # A cross-field check: config -> list of (key, message).
@@ -99,12 +45,52 @@ Check = Callable[[ml_collections.ConfigDict], Iterable[tuple[str, str]]]
 
 
 @dataclasses.dataclass(frozen=True)
+class Section:
+  """A config section declared by a hyperparameter dataclass.
+
+  Attributes:
+    prefix: the section's key in the config (``""``: the config's root).
+    cls: a :class:`methods.common.hparams.Hyperparameters` dataclass; its
+      fields' types, ranges and choices become the section's constraints.
+    build: ``config -> iterable of instances`` whose construction runs the
+      dataclass's cross-field checks (default: ``from_config`` of the
+      section); problems are reported with the config key's full path.
+  """
+
+  prefix: str
+  cls: type
+  build: Optional[Callable[[ml_collections.ConfigDict], Iterable[Any]]] = None
+
+  def problems(self, config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+    section = config if not self.prefix else config[self.prefix]
+    build = self.build or (lambda _: [hparams.from_config(self.cls, section)])
+    try:
+      for _ in build(config):
+        pass
+    except hparams.HparamError as e:
+      return [(hparams.key_of(self.cls, name, self.prefix), msg) for name, msg in e.problems]
+    return []
+
+
+@dataclasses.dataclass(frozen=True)
 class Schema:
-  """What a valid config of one experiment looks like."""
+  """What a valid config of one experiment looks like.
+
+  Every float key must be finite unless it is listed in ``infinite_ok``.
+  """
 
   reference: ml_collections.ConfigDict
   constraints: Mapping[str, Constraint] = dataclasses.field(default_factory=dict)
   checks: Sequence[Check] = ()
+  sections: Sequence[Section] = ()
+  infinite_ok: frozenset = frozenset()
+
+  def all_constraints(self) -> dict[str, Constraint]:
+    out: dict[str, Constraint] = {}
+    for section in self.sections:
+      out.update(hparams.constraints(section.cls, section.prefix))
+    out.update(self.constraints)
+    return out
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -149,9 +135,19 @@ def _type_name(ref: Any) -> str:
   return type(ref).__name__
 
 
+def _finite_problem(value: Any) -> Optional[str]:
+  values = value if isinstance(value, (tuple, list)) else (value,)
+  for i, v in enumerate(values):
+    msg = Finite().check(v)
+    if msg:
+      return msg if values is not value else f"element {i}: {msg}"
+  return None
+
+
 def validate(config: ml_collections.ConfigDict, schema: Schema) -> None:
   """Raises :class:`ConfigError` listing every problem of ``config``."""
   got, ref = flatten(config), flatten(schema.reference)
+  constraints = schema.all_constraints()
   problems = []
   for key in sorted(set(got) - set(ref)):
     parent = key.rpartition(".")[0]
@@ -175,11 +171,19 @@ def validate(config: ml_collections.ConfigDict, schema: Schema) -> None:
           f"'{key}' = {value!r} has type {type(value).__name__}; expected {_type_name(expected)}"
       )
       continue
-    constraint = schema.constraints.get(key)
+    if key not in schema.infinite_ok:
+      msg = _finite_problem(value)
+      if msg:
+        problems.append(f"'{key}': {msg}")
+        continue
+    constraint = constraints.get(key)
     if constraint is not None:
       msg = constraint.check(value)
       if msg:
         problems.append(f"'{key}': {msg}")
+  if not problems:
+    for section in schema.sections:
+      problems += [f"'{key}': {msg}" for key, msg in section.problems(config)]
   if not problems:
     for check in schema.checks:
       problems += [f"'{key}': {msg}" for key, msg in check(config)]

@@ -72,7 +72,8 @@ def test_vmapped_seeds_are_independent_and_match_single_runs():
   keys = jax.random.split(jax.random.PRNGKey(0), 3)
   states = jax.vmap(functools.partial(reg.init, obs_dim=S, action_dim=A, hp=hp))(keys)
   chex.assert_shape(states.step, (3,))
-  out, metrics = reg.train_chunk_seeds(states, _data(), num_updates=4, hp=hp)
+  out, metrics = jax.jit(jax.vmap(functools.partial(reg.train_chunk, num_updates=4, hp=hp), in_axes=(0, None)))(
+      states, _data())
   chex.assert_shape(metrics["critic_loss"], (3,))
   single, _ = jax.jit(functools.partial(reg.train_chunk, num_updates=4, hp=hp))(
       reg.init(keys[1], S, A, hp=hp), _data())

@@ -7,7 +7,6 @@ import jax.numpy as jnp
 import pytest
 
 from methods import reg
-from methods.reg import agent as agent_lib
 from methods.reg import opg
 
 
@@ -71,7 +70,7 @@ def test_tiny_pure_orthogonal_step_leaves_bc_loss_unchanged_to_first_order():
     g, _ = reg.opg_combine(g_pg, g_bc, eta=1.0, direction="perp")
     unit = lambda t: jax.tree.map(lambda x: x / jnp.linalg.norm(ravel_pytree(t)[0]), t)  # noqa: E731
     g, g_pg = unit(g), unit(g_pg)
-    bc = lambda params: agent_lib._bc_loss(params, batch, nets)  # noqa: E731  pylint: disable=protected-access
+    bc = lambda params: reg.rules.bc_loss(params, batch, nets)  # noqa: E731
     step = lambda d, eps: jax.tree.map(lambda p, x: p - eps * x, actor, d)  # noqa: E731
     d_perp = [abs(float(bc(step(g, eps)) - bc0)) for eps in (1e-4, 5e-5)]
     d_pg = abs(float(bc(step(g_pg, 1e-4)) - bc0))

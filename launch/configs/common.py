@@ -18,6 +18,7 @@ from typing import Any
 import ml_collections
 
 from launch import config_schema
+from methods.common import hparams
 
 PRESETS = ("smoke", "cpu", "paper")
 
@@ -86,3 +87,29 @@ def mesh_check(config: ml_collections.ConfigDict):
   """``mesh.data`` is -1 (all devices) or a positive device count."""
   if config.mesh.data != -1 and config.mesh.data < 1:
     yield "mesh.data", f"{config.mesh.data} is not allowed; use -1 (all devices) or a positive count"
+
+
+def add_section(config: ml_collections.ConfigDict, cls: type, prefix: str = "") -> ml_collections.ConfigDict:
+  """Adds the config fields of the hyperparameter dataclass ``cls`` (defaults) under ``prefix``.
+
+  The dataclass is the single declaration of these keys: the schema derives
+  their checks from it (:class:`launch.config_schema.Section`) and the
+  experiment builds it back with :func:`methods.common.hparams.from_config`.
+  """
+
+  def merge(node: ml_collections.ConfigDict, values: dict) -> None:
+    for key, value in values.items():
+      if isinstance(value, dict):
+        if key not in node:
+          node[key] = ml_collections.ConfigDict()
+        merge(node[key], value)
+      else:
+        node[key] = value
+
+  target = config
+  for part in filter(None, prefix.split(".")):
+    if part not in target:
+      target[part] = ml_collections.ConfigDict()
+    target = target[part]
+  merge(target, hparams.to_config(cls))
+  return config

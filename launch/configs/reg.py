@@ -21,86 +21,91 @@ the spec's sizes (256x256 networks, batch 256, 1M updates). Any key can be
 overridden, e.g. ``--config.num_seeds=10 --config.reg.alpha=0.5``.
 """
 
+import dataclasses
+
 import ml_collections
 
+from datasets.offline_rl import d4rl
+from envs import classic_control
 from launch.configs import common
+from methods import reg
+from methods.common import hparams
 
-ALGORITHMS = (
-    "iql", "reg", "reg_opg", "reg_opg_layer", "reg_opg_conflict", "reg_opg_perp",
-    "reg_opg_noproj", "reg_opg_bc", "td3bc", "bc",
-)
-KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert")
-GENERATED_TASKS = ("pendulum", "mountaincar", "hopper")
-D4RL_DATASETS = tuple(
-    f"{t}-{k}-v2" for t in ("halfcheetah", "hopper", "walker2d") for k in ("medium", "medium-replay", "medium-expert")
-)
+F = hparams.field
+ALGORITHMS = tuple(reg.ALGORITHMS)
+KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert")  # generated dataset kinds
+MUJOCO_GENERATED = ("halfcheetah", "hopper")  # MuJoCo tasks with a generated dataset (TD3 behaviour)
+GENERATED_TASKS = classic_control.TASKS + MUJOCO_GENERATED
+D4RL_TASKS = ("halfcheetah", "hopper", "walker2d")  # tasks whose D4RL datasets are evaluated
+D4RL_DATASETS = tuple(f"{t}-{k}-v2" for t in D4RL_TASKS for k in ("medium", "medium-replay", "medium-expert"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Run(hparams.Hyperparameters):
+  """The experiment's own keys (the agent's are :class:`methods.reg.Hparams`)."""
+
+  algorithms: tuple[str, ...] = F(ALGORITHMS, "Algorithms compared (methods.reg.ALGORITHMS).", choices=ALGORITHMS,
+                                  nonempty=True, unique=True)
+  num_seeds: int = F(6, "Seeds per (dataset, algorithm); a multiple of the device count wastes none.", low=1)
+  num_updates: int = F(2_000, "Updates per (dataset, algorithm, seed) (paper: 1M).", low=1)
+  updates_per_chunk: int = F(500, "Updates per jitted lax.scan call; checkpoints every checkpoint.every chunks.",
+                             low=1)
+  eval_every: int = F(1, "Evaluate every this many chunks (and at the end).", low=1)
+  eval_episodes: int = F(2, "Episodes per seed at intermediate evaluations.", low=1)
+  final_eval_episodes: int = F(10, "Episodes per seed at the end.", low=1)
+  actor_cosine_decay: bool = F(False, "Cosine decay of the actor lr over num_updates (IQL; paper: True).",
+                               key="agent.actor_cosine_decay")
+
+  def checks(self):
+    if self.num_updates % self.updates_per_chunk:
+      yield "num_updates", f"{self.num_updates} is not a multiple of updates_per_chunk={self.updates_per_chunk}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Data(hparams.Hyperparameters):
+  """Where the datasets come from and how they are preprocessed (config section ``data``)."""
+
+  source: str = F("generated", "generated | d4rl_hdf5 (D4RL -v2 HDF5 files) | tfds_d4rl (TFDS catalog).",
+                  choices=("generated", "d4rl_hdf5", "tfds_d4rl"))
+  tasks: tuple[str, ...] = F(classic_control.TASKS + ("hopper",), "Generated tasks.", choices=GENERATED_TASKS,
+                             nonempty=True)
+  kinds: tuple[str, ...] = F(KINDS, "Generated dataset kinds.", choices=KINDS, nonempty=True)
+  d4rl_datasets: tuple[str, ...] = F(D4RL_DATASETS, "D4RL datasets of the d4rl_hdf5 / tfds_d4rl sources.",
+                                     choices=tuple(f"{t}-{k}-v2" for t in D4RL_TASKS for k in d4rl.DATASET_KINDS),
+                                     nonempty=True)
+  data_dir: str = F("", "TFDS data dir of generated datasets ('': <workdir>/data).")
+  d4rl_dir: str = F("~/.d4rl/datasets", "Where d4rl_hdf5 finds <name>.hdf5.")
+  normalize_observations: bool = F(True, "Standardise observations with the dataset's mean and sd.")
+  reward_scale: str = F("reference", "reference | traj_return (IQL's) | none.",
+                        choices=("reference", "traj_return", "none"))
+  action_clip: float = F(1.0 - 1e-5, "Dataset actions are clipped to +-this.", low=0, high=1, low_open=True)
+  classic_transitions: int = F(100_000, "Rows of each classic-control dataset.", low=100)
+  mujoco_transitions: int = F(50_000, "Rows of each MuJoCo dataset.", low=100)
+  mujoco_max_steps: int = F(1000, "Episode time limit of the MuJoCo tasks.", low=10)
+  td3_steps: int = F(40_000, "Online TD3 environment steps for the MuJoCo behaviour policies.", low=1)
+  td3_start_steps: int = F(5_000, "Uniform random actions first.", low=0)
+  td3_hidden: tuple[int, ...] = F((64, 64), "TD3 hidden widths.", low=1, nonempty=True)
+  td3_lr: float = F(1e-3, "TD3 learning rate (TD3 paper, v1).", low=0, low_open=True)
+  td3_snapshot_every: int = F(5_000, "TD3 behaviour snapshot interval (a multiple of 5).", low=5)
+  reference_episodes: int = F(100, "Episodes for the random / expert reference returns.", low=2)
+
+  def checks(self):
+    if self.td3_start_steps >= self.td3_steps:
+      yield "td3_start_steps", "must be smaller than data.td3_steps"
+    if self.td3_snapshot_every % 5:
+      yield "td3_snapshot_every", "must be a multiple of 5 (TD3 trains in fifths of it)"
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Config for ``arg`` = ``"<preset>[,tasks=pendulum+mountaincar][,kinds=medium+expert]"`` (``+``-separated)."""
   opts = common.parse_arg(arg, tasks="", kinds="")
   config = common.base_config("reg", opts.preset)
-  config.algorithms = ALGORITHMS
-  config.num_seeds = 6  # a multiple of the device count wastes no padded seeds
-  config.num_updates = 2_000  # per (dataset, algorithm, seed); cpu scale (paper: 1M)
-  config.updates_per_chunk = 500  # one jitted lax.scan call; checkpoints every checkpoint.every chunks
-  config.eval_every = 1  # evaluate every this many chunks (and at the end)
-  config.eval_episodes = 2  # per seed, at intermediate evaluations
-  config.final_eval_episodes = 10  # per seed, at the end
-
-  config.data = ml_collections.ConfigDict()
-  config.data.source = "generated"  # "generated" | "d4rl_hdf5" | "tfds_d4rl"
-  config.data.tasks = GENERATED_TASKS  # generated tasks
-  config.data.kinds = KINDS
-  config.data.d4rl_datasets = D4RL_DATASETS  # d4rl_hdf5 / tfds_d4rl sources
-  config.data.data_dir = ""  # TFDS data dir of generated datasets ("": <workdir>/data)
-  config.data.d4rl_dir = "~/.d4rl/datasets"  # where d4rl_hdf5 finds <name>.hdf5
-  config.data.normalize_observations = True
-  config.data.reward_scale = "reference"  # "reference" | "traj_return" (IQL's) | "none"
-  config.data.action_clip = 1.0 - 1e-5
-  config.data.classic_transitions = 100_000  # rows of each classic-control dataset
-  config.data.mujoco_transitions = 50_000
-  config.data.mujoco_max_steps = 1000  # episode time limit of the MuJoCo tasks
-  config.data.td3_steps = 40_000  # online TD3 environment steps for the MuJoCo behaviour policies
-  config.data.td3_start_steps = 5_000  # uniform random actions first
-  config.data.td3_hidden = (64, 64)
-  config.data.td3_lr = 1e-3  # TD3 paper (v1) learning rate
-  config.data.td3_snapshot_every = 5_000
-  config.data.reference_episodes = 100  # episodes for the random / expert reference returns
-
-  config.agent = ml_collections.ConfigDict()
+  common.add_section(config, Run)
+  common.add_section(config, reg.Hparams)
+  common.add_section(config, Data, "data")
+  # cpu scale: smaller networks than IQL's 256x256, and REG's gap weight.
   config.agent.hidden = (64, 64)
-  config.agent.layer_norm = False
-  config.agent.batch_size = 256
-  config.agent.actor_lr = 3e-4
-  config.agent.critic_lr = 3e-4
-  config.agent.value_lr = 3e-4
-  # IQL decays the actor lr (cosine) over its 1M updates; over a few thousand it halves the
-  # actor's training, so the short presets keep the lr constant (paper: True).
-  config.agent.actor_cosine_decay = False
-  config.agent.discount = 0.99
-  config.agent.polyak = 0.005
-  config.agent.expectile = 0.7
-  config.agent.awr_beta = 3.0
-  config.agent.awr_max_weight = 100.0
-
-  config.reg = ml_collections.ConfigDict()
   config.reg.alpha = 0.5
-  config.reg.ambiguity = "kappa"  # "kappa" (IQL's dual set) | "simplex"
-  config.reg.regularizer = "none"  # "none" | "kl" | "chi2" ("kappa" takes "none")
-  config.reg.lam = 1.0
-
-  config.opg = ml_collections.ConfigDict()
-  config.opg.eta = 2.5
-  config.opg.pg_action = "mean"  # "mean" | "sample"
-  config.opg.normalize_q = True
-  config.opg.eps = 1e-12
-
-  config.td3bc = ml_collections.ConfigDict()
-  config.td3bc.alpha = 2.5
-  config.td3bc.policy_noise = 0.2
-  config.td3bc.noise_clip = 0.5
-  config.td3bc.policy_delay = 2
 
   if opts.preset == "smoke":
     config.data.tasks = ("pendulum",)

@@ -36,26 +36,14 @@ from launch.experiments import reg_data
 from launch.experiments import reg_report
 from launch.runtime import Context, Experiment
 from methods import reg
+from methods.common import hparams as hp_lib
 
 
 def hparams(config: ml_collections.ConfigDict, algorithm: str) -> reg.Hparams:
   """Static :class:`methods.reg.Hparams` of ``algorithm`` under ``config``."""
-  a, spec = config.agent, reg.ALGORITHMS[algorithm]
-  cosine = a.actor_cosine_decay and spec["extraction"] in ("awr", "opg")
-  return reg.Hparams(
-      hidden=tuple(a.hidden), layer_norm=a.layer_norm, batch_size=a.batch_size,
-      actor_lr=a.actor_lr, critic_lr=a.critic_lr, value_lr=a.value_lr,
-      actor_cosine_steps=config.num_updates if cosine else 0,
-      discount=a.discount, polyak=a.polyak, expectile=a.expectile,
-      awr_beta=a.awr_beta, awr_max_weight=a.awr_max_weight,
-      reg_alpha=config.reg.alpha, reg_ambiguity=config.reg.ambiguity,
-      reg_regularizer=config.reg.regularizer, reg_lambda=config.reg.lam,
-      opg_eta=config.opg.eta, opg_pg_action=config.opg.pg_action,
-      opg_normalize_q=config.opg.normalize_q, opg_eps=config.opg.eps,
-      td3_alpha=config.td3bc.alpha, policy_noise=config.td3bc.policy_noise,
-      noise_clip=config.td3bc.noise_clip, policy_delay=config.td3bc.policy_delay,
-      **spec,
-  )
+  spec = reg.ALGORITHMS[algorithm]
+  cosine = config.agent.actor_cosine_decay and spec["extraction"] in ("awr", "opg")
+  return hp_lib.from_config(reg.Hparams, config, actor_cosine_steps=config.num_updates if cosine else 0, **spec)
 
 
 def _net_hparams(config) -> reg.Hparams:
@@ -80,8 +68,9 @@ def _init_fn(hp: reg.Hparams, obs_dim: int, action_dim: int, mesh):
 def init_states(config, hp: reg.Hparams, data: reg_data.OfflineData, unit: int, mesh) -> reg.TrainState:
   """``[P]`` seeds' initial states of a unit (seed ``i``'s key: ``fold_in(fold_in(key(seed), unit), i)``)."""
   p = mesh_lib.padded_size(config.num_seeds, mesh)
-  base = jax.random.fold_in(jax.random.PRNGKey(config.seed), unit)
-  keys = np.asarray(jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(p)))
+  base = jax.random.fold_in(jax.random.key(config.seed), unit)
+  # Raw key data: a plain uint32 array that can be laid out over the mesh (reg.init wraps it).
+  keys = np.asarray(jax.random.key_data(jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(p))))
   keys = mesh_lib.global_array(keys.shape, mesh_lib.data_sharding(mesh), lambda idx: keys[idx])
   return _init_fn(hp, data.obs_dim, data.action_dim, mesh)(keys)
 
@@ -204,7 +193,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
       if c in evals:
         j = evals.index(c)
         episodes = config.final_eval_episodes if c == chunks else config.eval_episodes
-        key = jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), g)
+        key = jax.random.fold_in(jax.random.key(config.seed + 1), g)
         scores[u, j] = evaluate(config, data, state.actor, key, episodes).mean(axis=1)
         s = scores[u, j, : config.num_seeds]
         record.update(score_mean=float(s.mean()), score_se=float(reg_report.stderr(s)))
@@ -223,76 +212,22 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
 
 
 def _checks(config):
-  if config.num_updates % config.updates_per_chunk:
-    yield "num_updates", f"{config.num_updates} is not a multiple of updates_per_chunk={config.updates_per_chunk}"
-  if config.reg.ambiguity == "kappa" and config.reg.regularizer != "none":
-    yield "reg.regularizer", f"{config.reg.regularizer!r}: ambiguity 'kappa' takes 'none' (use ambiguity 'simplex')"
-  if config.data.source == "generated":
-    allowed = reg_data.CLASSIC + reg_data.MUJOCO
-    for t in config.data.tasks:
-      if t not in allowed:
-        yield "data.tasks", f"{t!r} is not a generated task; allowed: {list(allowed)}"
-  else:
+  if config.data.source != "generated":
     for n in config.data.d4rl_datasets:
-      if d4rl.task_of(n) not in ("halfcheetah", "hopper", "walker2d"):
-        yield "data.d4rl_datasets", f"{n!r}: only halfcheetah/hopper/walker2d -v2 datasets are evaluated"
-  if config.data.td3_start_steps >= config.data.td3_steps:
-    yield "data.td3_start_steps", "must be smaller than data.td3_steps"
-  if config.data.td3_snapshot_every % 5:
-    yield "data.td3_snapshot_every", "must be a multiple of 5 (TD3 trains in fifths of it)"
+      if d4rl.task_of(n) not in reg_config.D4RL_TASKS:
+        yield "data.d4rl_datasets", f"{n!r}: only {'/'.join(reg_config.D4RL_TASKS)} -v2 datasets are evaluated"
 
 
 def schema() -> cs.Schema:
-  constraints = {
-      **common.BASE_CONSTRAINTS,
-      "experiment": cs.OneOf(("reg",)),
-      "algorithms": cs.Each(cs.OneOf(tuple(reg.ALGORITHMS)), nonempty=True),
-      "num_seeds": cs.Range(lo=1),
-      "num_updates": cs.Range(lo=1),
-      "updates_per_chunk": cs.Range(lo=1),
-      "eval_every": cs.Range(lo=1),
-      "eval_episodes": cs.Range(lo=1),
-      "final_eval_episodes": cs.Range(lo=1),
-      "data.source": cs.OneOf(("generated", "d4rl_hdf5", "tfds_d4rl")),
-      "data.tasks": cs.Each(cs.OneOf(reg_data.CLASSIC + reg_data.MUJOCO), nonempty=True),
-      "data.kinds": cs.Each(cs.OneOf(reg_config.KINDS), nonempty=True),
-      "data.d4rl_datasets": cs.Each(cs.OneOf(tuple(
-          f"{t}-{k}-v2" for t in ("halfcheetah", "hopper", "walker2d") for k in d4rl.DATASET_KINDS)), nonempty=True),
-      "data.reward_scale": cs.OneOf(("reference", "traj_return", "none")),
-      "data.action_clip": cs.Range(lo=0, hi=1, lo_open=True),
-      "data.classic_transitions": cs.Range(lo=100),
-      "data.mujoco_transitions": cs.Range(lo=100),
-      "data.mujoco_max_steps": cs.Range(lo=10),
-      "data.td3_steps": cs.Range(lo=1),
-      "data.td3_start_steps": cs.Range(lo=0),
-      "data.td3_hidden": cs.Each(cs.Range(lo=1), nonempty=True),
-      "data.td3_lr": cs.positive(),
-      "data.td3_snapshot_every": cs.Range(lo=5),
-      "data.reference_episodes": cs.Range(lo=2),
-      "agent.hidden": cs.Each(cs.Range(lo=1), nonempty=True),
-      "agent.batch_size": cs.Range(lo=1),
-      "agent.actor_lr": cs.positive(),
-      "agent.critic_lr": cs.positive(),
-      "agent.value_lr": cs.positive(),
-      "agent.discount": cs.Range(lo=0, hi=1, hi_open=True),
-      "agent.polyak": cs.Range(lo=0, hi=1, lo_open=True),
-      "agent.expectile": cs.Range(lo=0, hi=1, lo_open=True, hi_open=True),
-      "agent.awr_beta": cs.Range(lo=0),
-      "agent.awr_max_weight": cs.positive(),
-      "reg.alpha": cs.Range(lo=0),
-      "reg.ambiguity": cs.OneOf(reg.losses.AMBIGUITY_SETS),
-      "reg.regularizer": cs.OneOf(reg.losses.REGULARIZERS),
-      "reg.lam": cs.positive(),
-      "opg.eta": cs.Range(lo=0),
-      "opg.pg_action": cs.OneOf(("mean", "sample")),
-      "opg.eps": cs.positive(),
-      "td3bc.alpha": cs.Range(lo=0),
-      "td3bc.policy_noise": cs.Range(lo=0),
-      "td3bc.noise_clip": cs.Range(lo=0),
-      "td3bc.policy_delay": cs.Range(lo=1),
-  }
-  unique = lambda c: [("algorithms", m)] if (m := cs.Unique().check(c.algorithms)) else []  # noqa: E731
-  return cs.Schema(reg_config.get_config(), constraints, checks=(common.mesh_check, unique, lambda c: list(_checks(c))))
+  """Keys, types, ranges and cross-field checks, derived from the declarations."""
+  sections = (
+      cs.Section("", reg_config.Run),
+      cs.Section("", reg.Hparams, build=lambda c: [hparams(c, a) for a in c.algorithms]),
+      cs.Section("data", reg_config.Data),
+  )
+  constraints = {**common.BASE_CONSTRAINTS, "experiment": cs.OneOf(("reg",))}
+  return cs.Schema(reg_config.get_config(), constraints, checks=(common.mesh_check, lambda c: list(_checks(c))),
+                   sections=sections)
 
 
 EXPERIMENT = Experiment(

@@ -29,6 +29,7 @@ What is implemented (reconstructions are marked as such and configurable):
 from methods.reg import losses
 from methods.reg import networks
 from methods.reg import opg
+from methods.reg import rules
 from methods.reg.agent import act
 from methods.reg.agent import Batch
 from methods.reg.agent import CRITIC_OBJECTIVES
@@ -36,10 +37,8 @@ from methods.reg.agent import EXTRACTIONS
 from methods.reg.agent import Hparams
 from methods.reg.agent import init
 from methods.reg.agent import make_nets
-from methods.reg.agent import opg_gradients
 from methods.reg.agent import sample_batch
 from methods.reg.agent import train_chunk
-from methods.reg.agent import train_chunk_seeds
 from methods.reg.agent import TrainState
 from methods.reg.agent import update
 from methods.reg.losses import expectile_loss
@@ -48,6 +47,7 @@ from methods.reg.losses import td_target
 from methods.reg.losses import worst_case_ratio
 from methods.reg.opg import combine as opg_combine
 from methods.reg.opg import orthogonal_component
+from methods.reg.rules import opg_gradients
 
 # Named algorithms: Hparams fields that define each (the rest come from the config).
 ALGORITHMS = {

@@ -19,9 +19,6 @@ TD3 (online)    ``td3``            ``td3``
 TD3 (Fujimoto et al., 2018) is the online agent that trains the MuJoCo
 behaviour policies of the generated datasets (``launch/experiments/reg_data.py``).
 
-==============  =================  ====================================
-==============  =================  ====================================
-
 One update, as in ikostrikov/implicit_q_learning: value (expectile), actor,
 critic, Polyak target. :func:`train_chunk` runs ``num_updates`` updates inside
 one ``lax.scan`` (JAX-CORL's ``n_jitted_updates``), sampling minibatches from a
@@ -31,89 +28,84 @@ dataset held on the device; vmap it over seeds.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
 
+from methods.common import hparams
 from methods.reg import losses
 from methods.reg import networks
 from methods.reg import opg
+from methods.reg import rules
 
-CRITIC_OBJECTIVES = ("iql", "reg", "td3", "none")
-EXTRACTIONS = ("awr", "opg", "td3bc", "bc", "td3")  # "td3": online TD3 (behaviour policies)
+CRITIC_OBJECTIVES = tuple(rules.CRITICS)
+EXTRACTIONS = tuple(rules.EXTRACTIONS)  # "td3": online TD3 (behaviour policies)
+
+
+F = hparams.field
 
 
 @dataclasses.dataclass(frozen=True)
-class Hparams:
-  """Static hyperparameters (hashable; bind with ``functools.partial``).
+class Hparams(hparams.Hyperparameters):
+  """Static hyperparameters (hashable; bind with ``functools.partial``), each declared once.
 
-  Defaults are IQL's locomotion settings (IQL paper, appendix; JAX-CORL).
+  Defaults are IQL's locomotion settings (Kostrikov et al., 2022, appendix B).
+  ``key`` is each field's config key (the ``reg`` experiment's layout); the
+  fields without one are fixed per named algorithm (:data:`methods.reg.ALGORITHMS`).
   """
 
-  critic: str = "iql"  # one of CRITIC_OBJECTIVES
-  extraction: str = "awr"  # one of EXTRACTIONS
-  hidden: tuple[int, ...] = (256, 256)
-  layer_norm: bool = False
-  batch_size: int = 256
-  actor_lr: float = 3e-4
-  critic_lr: float = 3e-4
-  value_lr: float = 3e-4
-  actor_cosine_steps: int = 0  # > 0: cosine decay of the actor lr over this many updates (IQL)
-  discount: float = 0.99
-  polyak: float = 0.005
-  expectile: float = 0.7
-  awr_beta: float = 3.0
-  awr_max_weight: float = 100.0
-  # REG value objective.
-  reg_alpha: float = 0.0
-  reg_ambiguity: str = "kappa"
-  reg_regularizer: str = "none"
-  reg_lambda: float = 1.0
-  # OPG extraction.
-  opg_eta: float = 2.5
-  opg_projection: str = "flat"
-  opg_conflict_only: bool = False
-  opg_direction: str = "bc_plus_perp"
-  opg_pg_action: str = "mean"  # "mean" (deterministic) or "sample" (reparameterised)
-  opg_normalize_q: bool = True  # scale g_pg by 1 / E|Q| (TD3+BC's normalisation)
-  opg_eps: float = 1e-12
-  # TD3 / TD3+BC.
-  td3_alpha: float = 2.5
-  policy_noise: float = 0.2
-  noise_clip: float = 0.5
-  policy_delay: int = 2
+  critic: str = F("iql", "Critic objective.", choices=CRITIC_OBJECTIVES, config=False)
+  extraction: str = F("awr", "Policy extraction.", choices=EXTRACTIONS, config=False)
+  hidden: tuple[int, ...] = F((256, 256), "Hidden widths of every network.", low=1, nonempty=True, key="agent.hidden")
+  layer_norm: bool = F(False, "LayerNorm after each hidden layer.", key="agent.layer_norm")
+  batch_size: int = F(256, "Transitions per update.", low=1, key="agent.batch_size")
+  actor_lr: float = F(3e-4, "Actor Adam learning rate.", low=0, low_open=True, key="agent.actor_lr")
+  critic_lr: float = F(3e-4, "Critic Adam learning rate.", low=0, low_open=True, key="agent.critic_lr")
+  value_lr: float = F(3e-4, "Value Adam learning rate.", low=0, low_open=True, key="agent.value_lr")
+  actor_cosine_steps: int = F(0, "> 0: cosine decay of the actor lr over this many updates (IQL).", low=0,
+                              config=False)
+  discount: float = F(0.99, "Discount gamma.", low=0, high=1, high_open=True, key="agent.discount")
+  polyak: float = F(0.005, "Target network rate.", low=0, high=1, low_open=True, key="agent.polyak")
+  expectile: float = F(0.7, "Expectile tau (IQL eq. 5); fixes REG's kappa = tau / (1 - tau).", low=0, high=1,
+                       low_open=True, high_open=True, key="agent.expectile")
+  awr_beta: float = F(3.0, "AWR inverse temperature (IQL eq. 7).", low=0, key="agent.awr_beta")
+  awr_max_weight: float = F(100.0, "AWR weight cap.", low=0, low_open=True, key="agent.awr_max_weight")
+  # REG value objective (reconstruction: methods/reg/__init__.py).
+  reg_alpha: float = F(0.0, "Weight alpha of the evaluation gap (0: IQL).", low=0, key="reg.alpha")
+  reg_ambiguity: str = F("kappa", "Ambiguity set of density ratios.", choices=losses.AMBIGUITY_SETS,
+                         key="reg.ambiguity")
+  reg_regularizer: str = F("none", "Regulariser R(xi) of the simplex set.", choices=losses.REGULARIZERS,
+                           key="reg.regularizer")
+  reg_lambda: float = F(1.0, "Regularisation strength lambda.", low=0, low_open=True, key="reg.lam")
+  # OPG extraction (reconstruction: methods/reg/opg.py).
+  opg_eta: float = F(2.5, "Weight eta of the orthogonal policy-gradient component.", low=0, key="opg.eta")
+  opg_projection: str = F("flat", "Projection of the policy gradient.", choices=opg.PROJECTIONS, config=False)
+  opg_conflict_only: bool = F(False, "Project only when the gradients conflict.", config=False)
+  opg_direction: str = F("bc_plus_perp", "Update direction.", choices=opg.DIRECTIONS, config=False)
+  opg_pg_action: str = F("mean", "Policy-gradient action: deterministic mean or a reparameterised sample.",
+                         choices=("mean", "sample"), key="opg.pg_action")
+  opg_normalize_q: bool = F(True, "Scale g_pg by 1 / E|Q| (TD3+BC's normalisation).", key="opg.normalize_q")
+  opg_eps: float = F(1e-12, "Floor of the BC gradient's squared norm in the projection.", low=0, low_open=True,
+                     key="opg.eps")
+  # TD3 / TD3+BC (Fujimoto & Gu, 2021).
+  td3_alpha: float = F(2.5, "TD3+BC's alpha (eq. 3).", low=0, key="td3bc.alpha")
+  policy_noise: float = F(0.2, "Target policy smoothing noise sd.", low=0, key="td3bc.policy_noise")
+  noise_clip: float = F(0.5, "Target policy smoothing noise clip.", low=0, key="td3bc.noise_clip")
+  policy_delay: int = F(2, "Critic updates per actor update.", low=1, key="td3bc.policy_delay")
 
-  def __post_init__(self):
-    problems = []
-    if self.critic not in CRITIC_OBJECTIVES:
-      problems.append(f"critic={self.critic!r}; allowed: {CRITIC_OBJECTIVES}")
-    if self.extraction not in EXTRACTIONS:
-      problems.append(f"extraction={self.extraction!r}; allowed: {EXTRACTIONS}")
-    if self.extraction in ("awr",) and self.critic not in ("iql", "reg"):
-      problems.append(f"extraction='awr' needs a V network (critic 'iql' or 'reg'), got {self.critic!r}")
+  def checks(self):
+    if self.extraction == "awr" and self.critic not in ("iql", "reg"):
+      yield "extraction", f"'awr' needs a V network (critic 'iql' or 'reg'), got critic={self.critic!r}"
     if self.extraction in ("td3bc", "td3") and self.critic != "td3":
-      problems.append(f"extraction={self.extraction!r} needs critic='td3', got {self.critic!r}")
+      yield "extraction", f"{self.extraction!r} needs critic='td3', got {self.critic!r}"
     if self.extraction == "opg" and self.critic == "none":
-      problems.append(f"extraction={self.extraction!r} needs a critic")
-    if self.reg_ambiguity not in losses.AMBIGUITY_SETS:
-      problems.append(f"reg_ambiguity={self.reg_ambiguity!r}; allowed: {losses.AMBIGUITY_SETS}")
-    if self.reg_regularizer not in losses.REGULARIZERS:
-      problems.append(f"reg_regularizer={self.reg_regularizer!r}; allowed: {losses.REGULARIZERS}")
+      yield "extraction", "'opg' needs a critic"
     if self.reg_ambiguity == "kappa" and self.reg_regularizer != "none":
-      problems.append("reg_ambiguity='kappa' takes reg_regularizer='none'")
-    if self.opg_projection not in opg.PROJECTIONS:
-      problems.append(f"opg_projection={self.opg_projection!r}; allowed: {opg.PROJECTIONS}")
-    if self.opg_direction not in opg.DIRECTIONS:
-      problems.append(f"opg_direction={self.opg_direction!r}; allowed: {opg.DIRECTIONS}")
-    if self.opg_pg_action not in ("mean", "sample"):
-      problems.append(f"opg_pg_action={self.opg_pg_action!r}; allowed: ('mean', 'sample')")
-    if not 0.0 < self.expectile < 1.0:
-      problems.append(f"expectile={self.expectile} must be in (0, 1)")
-    if problems:
-      raise ValueError("invalid Hparams: " + "; ".join(problems))
+      yield "reg_regularizer", (f"{self.reg_regularizer!r}: ambiguity 'kappa' takes 'none' "
+                                "(use ambiguity 'simplex' for a regulariser)")
 
 
 class Batch(NamedTuple):
@@ -138,7 +130,9 @@ class TrainState(NamedTuple):
   critic_opt: Any
   value_opt: Any
   step: jax.Array  # [] int32, updates done
-  key: jax.Array  # [2] uint32, the seed's PRNG key
+  # [2] uint32: the seed's PRNG key as raw key data (jax.random.key_data), the
+  # form orbax checkpoints; wrapped into a typed key where it is used.
+  key: jax.Array
 
 
 class Nets(NamedTuple):
@@ -169,17 +163,23 @@ def optimizers(hp: Hparams):
   return _adam(hp.actor_lr, hp.actor_cosine_steps), _adam(hp.critic_lr), _adam(hp.value_lr)
 
 
+def _typed(key: jax.Array) -> jax.Array:
+  """A typed PRNG key from a typed key or raw ``[2]`` uint32 key data."""
+  return key if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(key)
+
+
 def init(key: jax.Array, obs_dim: int, action_dim: int, *, hp: Hparams) -> TrainState:
   """A fresh :class:`TrainState` for one seed.
 
   Args:
-    key: ``[2]`` uint32 PRNG key; split for the three networks and the carried key.
+    key: a typed PRNG key (``jax.random.key``) or its raw key data; split for
+      the three networks and the carried key.
     obs_dim: ``S``.
     action_dim: ``A``.
     hp: static hyperparameters.
   """
   nets = make_nets(action_dim, hp)
-  k_actor, k_critic, k_value, k_carry = jax.random.split(key, 4)
+  k_actor, k_critic, k_value, k_carry = jax.random.split(_typed(key), 4)
   obs = jnp.zeros((1, obs_dim), jnp.float32)
   act = jnp.zeros((1, action_dim), jnp.float32)
   actor = nets.actor.init(k_actor, obs)
@@ -189,17 +189,13 @@ def init(key: jax.Array, obs_dim: int, action_dim: int, *, hp: Hparams) -> Train
   return TrainState(
       actor=actor, actor_target=actor, critic=critic, critic_target=critic, value=value,
       actor_opt=a_tx.init(actor), critic_opt=c_tx.init(critic), value_opt=v_tx.init(value),
-      step=jnp.zeros((), jnp.int32), key=k_carry,
+      step=jnp.zeros((), jnp.int32), key=jax.random.key_data(k_carry),
   )
 
 
 def act(actor_params: Any, obs: jax.Array, *, action_dim: int, hp: Hparams) -> jax.Array:
   """Deterministic evaluation action ``tanh(mu(s))``: ``[..., S] -> [..., A]``."""
   return make_nets(action_dim, hp).actor.apply(actor_params, obs)[0]
-
-
-def _polyak(target, online, rate):
-  return jax.tree.map(lambda t, o: (1.0 - rate) * t + rate * o, target, online)
 
 
 def _apply(tx, grads, opt_state, params):
@@ -221,101 +217,31 @@ def _update_value(state: TrainState, batch: Batch, nets: Nets, hp: Hparams):
 
 
 def _critic_target(state: TrainState, batch: Batch, nets: Nets, hp: Hparams, key: jax.Array):
-  if hp.critic in ("iql", "reg"):
-    next_v = nets.value.apply(state.value, batch.next_observations)
-  else:  # TD3: clipped double Q with target policy smoothing.
-    mean, _ = nets.actor.apply(state.actor_target, batch.next_observations)
-    noise = jnp.clip(hp.policy_noise * jax.random.normal(key, mean.shape), -hp.noise_clip, hp.noise_clip)
-    next_a = jnp.clip(mean + noise, -1.0, 1.0)
-    next_v = jnp.min(nets.critic.apply(state.critic_target, batch.next_observations, next_a), axis=0)
+  """``y = r + gamma (1 - terminal) V(s')`` with the objective's next-state value."""
+  next_v = rules.CRITICS[hp.critic].next_value(state, batch, nets, hp, key)
   return losses.td_target(batch.rewards, batch.dones, next_v, hp.discount)
 
 
 def _update_critic(state: TrainState, batch: Batch, nets: Nets, hp: Hparams, key: jax.Array):
-  """IQL eq. 6 (``critic="iql"``), REG's objective (``"reg"``) or TD3's (``"td3"``)."""
+  """One critic step of the configured objective (:data:`methods.reg.rules.CRITICS`)."""
   target = jax.lax.stop_gradient(_critic_target(state, batch, nets, hp, key))
-  metrics = {}
-  if hp.critic == "reg":
-    v = nets.value.apply(state.value, batch.observations)
-    q_t = jnp.min(nets.critic.apply(state.critic_target, batch.observations, batch.actions), axis=0)
-    xi = losses.worst_case_ratio(
-        q_t - v, ambiguity=hp.reg_ambiguity, regularizer=hp.reg_regularizer, tau=hp.expectile, lam=hp.reg_lambda
-    )
-    metrics["gap"] = jnp.mean(xi * (q_t - v)) - hp.reg_lambda * losses.regularizer_value(xi, hp.reg_regularizer)
-    metrics["xi_max"] = jnp.max(xi)
+  loss_of, metrics = rules.CRITICS[hp.critic].loss(state, batch, nets, hp)
 
   def loss_fn(params):
     qs = nets.critic.apply(params, batch.observations, batch.actions)
-    if hp.critic == "reg":
-      return losses.reg_q_loss(qs, target, v, xi, hp.reg_alpha), qs
-    return losses.twin_q_loss(qs, target), qs
+    return loss_of(qs, target), qs
 
   (loss, qs), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.critic)
   critic, critic_opt = _apply(optimizers(hp)[1], grads, state.critic_opt, state.critic)
-  metrics.update(critic_loss=loss, q_mean=jnp.mean(qs), q_abs_max=jnp.max(jnp.abs(qs)))
+  metrics = dict(metrics, critic_loss=loss, q_mean=jnp.mean(qs), q_abs_max=jnp.max(jnp.abs(qs)))
   return state._replace(critic=critic, critic_opt=critic_opt), metrics
 
 
-def _bc_loss(actor_params, batch: Batch, nets: Nets):
-  mean, log_std = nets.actor.apply(actor_params, batch.observations)
-  return -jnp.mean(networks.gaussian_log_prob(mean, log_std, batch.actions))
-
-
-def _pg_loss(actor_params, critic_params, batch: Batch, nets: Nets, hp: Hparams, key: jax.Array):
-  """``-E_s min_i Q_i(s, pi(s))`` (optionally divided by ``E|Q|``, a constant)."""
-  mean, log_std = nets.actor.apply(actor_params, batch.observations)
-  a = mean
-  if hp.opg_pg_action == "sample":
-    a = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape)
-  a = jnp.clip(a, -1.0, 1.0)
-  q = jnp.min(nets.critic.apply(critic_params, batch.observations, a), axis=0)
-  scale = 1.0 / jnp.maximum(jax.lax.stop_gradient(jnp.mean(jnp.abs(q))), 1e-6) if hp.opg_normalize_q else 1.0
-  return -scale * jnp.mean(q)
-
-
-def opg_gradients(actor_params, critic_params, batch: Batch, nets: Nets, hp: Hparams, key: jax.Array):
-  """Raw ``(g_pg, g_bc, bc_loss)`` of OPG for one batch."""
-  g_pg = jax.grad(_pg_loss)(actor_params, critic_params, batch, nets, hp, key)
-  bc_loss, g_bc = jax.value_and_grad(_bc_loss)(actor_params, batch, nets)
-  return g_pg, g_bc, bc_loss
-
-
 def _update_actor(state: TrainState, batch: Batch, nets: Nets, hp: Hparams, key: jax.Array):
-  """One actor step of the configured policy extraction."""
-  metrics = {}
-  if hp.extraction == "awr":  # IQL eq. 7.
-    v = nets.value.apply(state.value, batch.observations)
-    q_t = jnp.min(nets.critic.apply(state.critic_target, batch.observations, batch.actions), axis=0)
-    w = losses.awr_weights(q_t - v, hp.awr_beta, hp.awr_max_weight)
-
-    def loss_fn(params):
-      mean, log_std = nets.actor.apply(params, batch.observations)
-      return -jnp.mean(w * networks.gaussian_log_prob(mean, log_std, batch.actions))
-
-    loss, grads = jax.value_and_grad(loss_fn)(state.actor)
-    metrics["awr_weight_mean"] = jnp.mean(w)
-  elif hp.extraction == "bc":
-    loss, grads = jax.value_and_grad(_bc_loss)(state.actor, batch, nets)
-  elif hp.extraction == "opg":
-    g_pg, g_bc, loss = opg_gradients(state.actor, state.critic, batch, nets, hp, key)
-    grads, info = opg.combine(
-        g_pg, g_bc, eta=hp.opg_eta, projection=hp.opg_projection, conflict_only=hp.opg_conflict_only,
-        direction=hp.opg_direction, eps=hp.opg_eps,
-    )
-    metrics.update(info._asdict())
-  else:  # td3bc, td3
-
-    def loss_fn(params):
-      pi = nets.actor.apply(params, batch.observations)[0]
-      q = nets.critic.apply(state.critic, batch.observations, pi)[0]
-      if hp.extraction == "td3":
-        return -jnp.mean(q)
-      return losses.td3bc_actor_loss(q, pi, batch.actions, hp.td3_alpha)
-
-    loss, grads = jax.value_and_grad(loss_fn)(state.actor)
+  """One actor step of the configured extraction (:data:`methods.reg.rules.EXTRACTIONS`)."""
+  loss, grads, metrics = rules.EXTRACTIONS[hp.extraction].step(state, batch, nets, hp, key)
   actor, actor_opt = _apply(optimizers(hp)[0], grads, state.actor_opt, state.actor)
-  metrics["actor_loss"] = loss
-  return state._replace(actor=actor, actor_opt=actor_opt), metrics
+  return state._replace(actor=actor, actor_opt=actor_opt), dict(metrics, actor_loss=loss)
 
 
 def _select(pred, new, old):
@@ -326,8 +252,8 @@ def update(state: TrainState, batch: Batch, *, hp: Hparams) -> tuple[TrainState,
   """One update of every network (value, actor, critic, targets) on ``batch``.
 
   Order as in implicit_q_learning's ``_update_jit``: V, actor, Q, Polyak target.
-  TD3+BC updates the critic every step and the actor and both targets every
-  ``policy_delay`` steps.
+  TD3 and TD3+BC update the critic every step and the actor and both targets
+  every ``policy_delay`` steps.
 
   Args:
     state: one seed's :class:`TrainState`.
@@ -337,30 +263,32 @@ def update(state: TrainState, batch: Batch, *, hp: Hparams) -> tuple[TrainState,
   Returns:
     ``(new_state, metrics)``; ``metrics`` is a dict of scalars.
   """
+  chex.assert_rank([batch.observations, batch.actions, batch.rewards], [2, 2, 1])
   nets = make_nets(batch.actions.shape[-1], hp)
-  key, k_actor, k_critic = jax.random.split(state.key, 3)
+  objective = rules.CRITICS[hp.critic]
+  key, k_actor, k_critic = jax.random.split(_typed(state.key), 3)
   metrics: dict = {}
-  if hp.critic in ("iql", "reg"):
+  if objective.fits_value:
     state, m = _update_value(state, batch, nets, hp)
     metrics.update(m)
-  if hp.critic == "td3":
+  if objective.delayed_actor:
     state, m = _update_critic(state, batch, nets, hp, k_critic)
     metrics.update(m)
     new, m = _update_actor(state, batch, nets, hp, k_actor)
     new = new._replace(
-        actor_target=_polyak(state.actor_target, new.actor, hp.polyak),
-        critic_target=_polyak(state.critic_target, new.critic, hp.polyak),
+        actor_target=optax.incremental_update(new.actor, state.actor_target, hp.polyak),
+        critic_target=optax.incremental_update(new.critic, state.critic_target, hp.polyak),
     )
     state = _select(state.step % hp.policy_delay == 0, new, state)
     metrics.update(m)
   else:
     state, m = _update_actor(state, batch, nets, hp, k_actor)
     metrics.update(m)
-    if hp.critic != "none":
+    if objective.loss is not None:
       state, m = _update_critic(state, batch, nets, hp, k_critic)
       metrics.update(m)
-      state = state._replace(critic_target=_polyak(state.critic_target, state.critic, hp.polyak))
-  return state._replace(step=state.step + 1, key=key), metrics
+      state = state._replace(critic_target=optax.incremental_update(state.critic, state.critic_target, hp.polyak))
+  return state._replace(step=state.step + 1, key=jax.random.key_data(key)), metrics
 
 
 def sample_batch(data: Batch, key: jax.Array, batch_size: int, size=None) -> Batch:
@@ -388,15 +316,9 @@ def train_chunk(
   """
 
   def body(s, _):
-    key, k_batch = jax.random.split(s.key)
-    s = s._replace(key=key)
+    key, k_batch = jax.random.split(_typed(s.key))
+    s = s._replace(key=jax.random.key_data(key))
     return update(s, sample_batch(data, k_batch, hp.batch_size, size), hp=hp)
 
   state, metrics = jax.lax.scan(body, state, None, length=num_updates)
   return state, jax.tree.map(jnp.mean, metrics)
-
-
-@functools.partial(jax.jit, static_argnames=("num_updates", "hp"))
-def train_chunk_seeds(states: TrainState, data: Batch, *, num_updates: int, hp: Hparams):
-  """:func:`train_chunk` vmapped over a leading seed axis of ``states`` (``data`` shared)."""
-  return jax.vmap(functools.partial(train_chunk, num_updates=num_updates, hp=hp), in_axes=(0, None))(states, data)

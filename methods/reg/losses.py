@@ -84,9 +84,7 @@ def worst_case_ratio(
     ``[B]`` ratios with batch mean 1 (no gradient flows through them).
   """
   u = jax.lax.stop_gradient(u)
-  if ambiguity == "kappa":
-    if regularizer != "none":
-      raise ValueError(f"ambiguity='kappa' takes regularizer='none', got {regularizer!r}")
+  if ambiguity == "kappa":  # takes no regulariser (Hparams validation refuses one)
     w = expectile_weight(u, tau)
     return w / jnp.mean(w)
   if ambiguity != "simplex":
