@@ -244,6 +244,16 @@ def _update_actor(state: TrainState, batch: Batch, nets: Nets, hp: Hparams, key:
   return state._replace(actor=actor, actor_opt=actor_opt), dict(metrics, actor_loss=loss)
 
 
+def _polyak(target, online, rate: float):
+  """``(1 - rate) target + rate online`` with ``optax.incremental_update``.
+
+  Passed as the target's own weight ``1 - rate`` so that the products are
+  formed in the order of the published runs: XLA fuses one of them into a
+  multiply-add, and the other order rounds differently in the last bit.
+  """
+  return optax.incremental_update(target, online, 1.0 - rate)
+
+
 def _select(pred, new, old):
   return jax.tree.map(lambda n, o: jnp.where(pred, n, o), new, old)
 
@@ -276,8 +286,8 @@ def update(state: TrainState, batch: Batch, *, hp: Hparams) -> tuple[TrainState,
     metrics.update(m)
     new, m = _update_actor(state, batch, nets, hp, k_actor)
     new = new._replace(
-        actor_target=optax.incremental_update(new.actor, state.actor_target, hp.polyak),
-        critic_target=optax.incremental_update(new.critic, state.critic_target, hp.polyak),
+        actor_target=_polyak(state.actor_target, new.actor, hp.polyak),
+        critic_target=_polyak(state.critic_target, new.critic, hp.polyak),
     )
     state = _select(state.step % hp.policy_delay == 0, new, state)
     metrics.update(m)
@@ -287,7 +297,7 @@ def update(state: TrainState, batch: Batch, *, hp: Hparams) -> tuple[TrainState,
     if objective.loss is not None:
       state, m = _update_critic(state, batch, nets, hp, k_critic)
       metrics.update(m)
-      state = state._replace(critic_target=optax.incremental_update(state.critic, state.critic_target, hp.polyak))
+      state = state._replace(critic_target=_polyak(state.critic_target, state.critic, hp.polyak))
   return state._replace(step=state.step + 1, key=jax.random.key_data(key)), metrics
 
 
