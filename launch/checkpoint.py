@@ -71,16 +71,41 @@ def step_digest(path: str) -> str:
   return h.hexdigest()
 
 
+def _log_weight_paths(tree: Any, prefix: tuple = ()) -> set[str]:
+  """Paths of leaves declared as log-weights: fields named in a NamedTuple's ``LOG_WEIGHTS``."""
+  out: set[str] = set()
+  if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+    declared = set(getattr(type(tree), "LOG_WEIGHTS", ()))
+    for name, value in zip(tree._fields, tree):
+      if name in declared:
+        out.add("/".join(prefix + (name,)))
+      out |= _log_weight_paths(value, prefix + (name,))
+  elif isinstance(tree, dict):
+    for k, v in tree.items():
+      out |= _log_weight_paths(v, prefix + (str(k),))
+  elif isinstance(tree, (list, tuple)):
+    for i, v in enumerate(tree):
+      out |= _log_weight_paths(v, prefix + (str(i),))
+  return out
+
+
 def non_finite_leaves(tree: Any) -> list[str]:
-  """Paths (``a/b/0``) of floating-point leaves holding a NaN or an Inf."""
+  """Paths (``a/b/0``) of floating-point leaves holding a NaN or an Inf.
+
+  Leaves declared as log-weights (listed in their NamedTuple's ``LOG_WEIGHTS``)
+  may hold ``-inf`` (a weight of zero); NaN and ``+inf`` are refused there too.
+  """
   bad = []
+  log_weights = _log_weight_paths(tree)
   for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
     dtype = getattr(leaf, "dtype", None)
     if dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
       continue
-    ok = jnp.all(jnp.isfinite(leaf)) if isinstance(leaf, jax.Array) else np.all(np.isfinite(leaf))
+    name = "/".join(_key_name(k) for k in path) or "<root>"
+    xp = jnp if isinstance(leaf, jax.Array) else np
+    ok = xp.all(~xp.isnan(leaf) & (leaf != xp.inf)) if name in log_weights else xp.all(xp.isfinite(leaf))
     if not bool(_host_scalar(ok)):
-      bad.append("/".join(_key_name(k) for k in path) or "<root>")
+      bad.append(name)
   return bad
 
 

@@ -21,19 +21,21 @@ import urllib.error
 import urllib.request
 from typing import Mapping, Optional, Sequence
 
+from methods.common import hparams
 from methods.model_smc.llm import LLMError
 
 
 @dataclasses.dataclass(frozen=True)
-class LLMConfig:
-  """Endpoint settings (empty strings are filled from the environment)."""
+class LLMConfig(hparams.Hyperparameters):
+  """Endpoint settings (config section ``llm``; empty strings are filled from the environment)."""
 
-  base_url: str = ""
-  model: str = ""
-  api_key_env: str = "OPENAI_API_KEY"
-  timeout_s: float = 60.0
-  temperature: float = 0.7
-  max_tokens: int = 800
+  base_url: str = hparams.field("", "Endpoint base URL ('': MODEL_SMC_LLM_BASE_URL or OPENAI_BASE_URL).")
+  model: str = hparams.field("", "Model name ('': MODEL_SMC_LLM_MODEL).")
+  api_key_env: str = hparams.field("OPENAI_API_KEY", "Environment variable holding the API key.")
+  timeout_s: float = hparams.field(60.0, "Seconds per request.", low=0, low_open=True)
+  temperature: float = hparams.field(0.7, "Sampling temperature.", low=0)
+  max_tokens: int = hparams.field(800, "Most tokens per reply.", low=1)
+  max_params: int = hparams.field(16, "Most parameters of a proposed structure.", low=1)
 
 
 class ChatClient:

@@ -24,18 +24,91 @@ Any key can be overridden, e.g. ``--config.smc.num_particles=128``,
 ``--config.fit.evidence=bic``, ``--config.library='("a*x", "a*x*y")'``.
 """
 
+import dataclasses
 import math
 
 import ml_collections
 
+from launch import llm_client
 from launch.configs import common
+from methods.common import hparams
+from methods.model_smc import fit as fit_lib
+from methods.model_smc import model as mdl
+from methods.model_smc import reference
+from methods.model_smc import smc
 
+F = hparams.field
 TASKS = ("exact", "lv_sim", "pelts", "flu")
+ALGORITHMS = ("tempered", "evidence_weighted")
+PROPOSALS = ("grammar", "llm")
+BASELINES = ("hill_climb", "sindy")
 LV_LIBRARY = ("a", "a*{x}", "a*{y}", "a*{x}*{y}", "a*{x}^2", "a*{y}^2")
 
 
 def _lv_library(x: str, y: str) -> tuple[str, ...]:
   return tuple(b.format(x=x, y=y) for b in LV_LIBRARY)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run(hparams.Hyperparameters):
+  """The experiment's own keys (the method's are the sections fit, smc, reference, problem)."""
+
+  task: str = F("pelts", "Task: exact | lv_sim | pelts | flu.", choices=TASKS)
+  library: tuple[str, ...] = F(_lv_library("hare", "lynx"),
+                               "Candidate term bodies (each term is sign * body; parameters fitted in log space).",
+                               nonempty=True)
+  algorithm: str = F("tempered", "tempered SMC, or evidence_weighted (the reference's scheme).", choices=ALGORITHMS)
+  proposal: str = F("grammar", "grammar, or llm (evidence_weighted only).", choices=PROPOSALS)
+  num_fit: int = F(16, "Rows fitted; the rest are held out.", low=3)
+  baselines: tuple[str, ...] = F(BASELINES, "Baselines scored the same way.", choices=BASELINES, unique=True)
+
+  def checks(self):
+    if self.proposal == "llm" and self.algorithm != "evidence_weighted":
+      yield "proposal", ("the LLM proposal has no known density, so it runs only with "
+                         "algorithm='evidence_weighted' (the tempered sampler needs the grammar's exact q)")
+    if self.task == "exact" and self.algorithm != "tempered":
+      yield "algorithm", "the exact check tests the tempered sampler; use algorithm='tempered'"
+    if self.task == "exact" and "sindy" in self.baselines:
+      yield "baselines", "the exact task has no held-out rows to score SINDy on"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sindy(hparams.Hyperparameters):
+  """PySINDy baseline (config section ``sindy``)."""
+
+  threshold: float = F(0.01, "STLSQ threshold.", low=0)
+  degree: int = F(2, "Polynomial library degree.", low=1, high=4)
+
+
+@dataclasses.dataclass(frozen=True)
+class Predictive(hparams.Hyperparameters):
+  """Held-out scoring (config section ``predictive``)."""
+
+  num_samples: int = F(400, "Posterior predictive samples per structure.", low=2)
+  top_k: int = F(5, "Structures reported and mixed.", low=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Exact(hparams.Hyperparameters):
+  """The exact-posterior check (config section ``exact``)."""
+
+  repeats: int = F(20, "Independent SMC runs compared with the brute-force posterior.", low=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sim(hparams.Hyperparameters):
+  """Simulated data (config section ``sim``)."""
+
+  noise_scale: float = F(0.25, "Observation noise sd of the simulated tasks.", low=0, low_open=True)
+  data_seed: int = F(0, "Seed of the simulated data.", low=0)
+
+
+# (config prefix, declaration) of every section.
+SECTIONS = (
+    ("", Run), ("problem", mdl.ProblemSpec), ("fit", fit_lib.FitConfig), ("smc", smc.SMCConfig),
+    ("reference", reference.ReferenceConfig), ("llm", llm_client.LLMConfig), ("sindy", Sindy),
+    ("predictive", Predictive), ("exact", Exact), ("sim", Sim),
+)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -44,80 +117,21 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if opts.task not in TASKS:
     raise ValueError(f"unknown task {opts.task!r}; allowed: {list(TASKS)}")
   config = common.base_config("model_smc", opts.preset)
+  for prefix, cls in SECTIONS:
+    common.add_section(config, cls, prefix)
   config.task = opts.task
-  # The candidate term bodies (each term is sign * body); parameters are
-  # named freely and fitted in log space.
-  config.library = _lv_library("hare", "lynx")
-  config.algorithm = "tempered"  # or "evidence_weighted" (the reference's scheme)
-  config.proposal = "grammar"  # or "llm" (evidence_weighted only)
-
-  # Observation model and priors (model.ProblemSpec).
-  config.problem = ml_collections.ConfigDict()
+  # cpu-scale values of the observation model and priors.
   config.problem.substeps = 5
-  config.problem.noise = "lognormal"
-  config.problem.noise_offset = 0.0
-  config.problem.init = "fit"
-  config.problem.param_prior_loc = math.log(0.1)
-  config.problem.param_prior_scale = 2.0
   config.problem.noise_prior_loc = math.log(0.25)
   config.problem.noise_prior_scale = 0.5
-  config.problem.init_prior_scale = 0.5
   config.problem.state_bound = 1e4
-  # Rows: the first num_fit are fitted, the rest held out.
-  config.num_fit = 16
-
-  config.fit = ml_collections.ConfigDict()
-  config.fit.evidence = "laplace"  # or "bic", "heldout"
-  config.fit.num_val = 3  # validation rows of the "heldout" evidence
-  config.fit.restarts = 4
-  config.fit.steps = 300
-  config.fit.learning_rate = 0.05
-  config.fit.jitter = 0.5
   config.fit.newton_steps = 2
-  config.fit.batch_size = 16  # structures per compiled call (a multiple of the devices)
-
-  config.smc = ml_collections.ConfigDict()
-  config.smc.num_particles = 64
-  config.smc.target_ess = 0.5
-  config.smc.resample_threshold = 0.5
+  config.fit.num_val = 3  # validation rows of the "heldout" evidence
   # MH sweeps per tempering step, and a cap on each beta increment so that
   # the particles explore at low beta (>= 1 / max_delta steps): with few
   # sweeps and free steps, runs stayed near the best prior draws.
   config.smc.mcmc_steps = 5
   config.smc.max_delta = 0.1
-  config.smc.max_iterations = 60
-  config.smc.p_include = 0.25
-  config.smc.max_terms = 3
-  config.smc.move_probs = (0.3, 0.3, 0.2, 0.2)  # add, remove, replace, operator
-
-  # The reference's evidence-weighted scheme (algorithm=evidence_weighted).
-  config.reference = ml_collections.ConfigDict()
-  config.reference.num_particles = 50
-  config.reference.alpha = 0.8
-  config.reference.temperature = 1.0
-  config.reference.iterations = 15
-  config.reference.ancestors = 3
-
-  config.llm = ml_collections.ConfigDict()
-  config.llm.base_url = ""  # else MODEL_SMC_LLM_BASE_URL or OPENAI_BASE_URL
-  config.llm.model = ""  # else MODEL_SMC_LLM_MODEL
-  config.llm.api_key_env = "OPENAI_API_KEY"  # the key is read from this variable
-  config.llm.timeout_s = 60.0
-  config.llm.temperature = 0.7
-  config.llm.max_tokens = 800
-  config.llm.max_params = 16
-
-  # Baselines on the same data, scored the same way: PySINDy and N = 1
-  # hill climbing with the same number of proposals as the SMC run.
-  config.baselines = ("hill_climb", "sindy")
-  config.sindy = ml_collections.ConfigDict({"threshold": 0.01, "degree": 2})
-
-  config.predictive = ml_collections.ConfigDict()
-  config.predictive.num_samples = 400  # per structure
-  config.predictive.top_k = 5  # structures reported and mixed
-
-  config.exact = ml_collections.ConfigDict({"repeats": 20})
-  config.sim = ml_collections.ConfigDict({"noise_scale": 0.25, "data_seed": 0})
 
   if opts.task == "exact":
     config.library = ("a*x", "a*v")

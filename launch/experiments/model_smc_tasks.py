@@ -17,6 +17,7 @@ import numpy as np
 
 from datasets import population
 from envs import ode_systems
+from methods.common import hparams
 from methods.model_smc import model as mdl
 from methods.model_smc import structure as st
 
@@ -64,12 +65,8 @@ class Task(NamedTuple):
 
 
 def _spec(config, states, observed, dt) -> mdl.ProblemSpec:
-  p = config.problem
-  return mdl.ProblemSpec(
-      states=tuple(states), observed=tuple(observed), dt=float(dt), substeps=p.substeps, noise=p.noise,
-      noise_offset=p.noise_offset, init=p.init, param_prior=(p.param_prior_loc, p.param_prior_scale),
-      noise_prior=(p.noise_prior_loc, p.noise_prior_scale), init_prior_scale=p.init_prior_scale,
-      state_bound=p.state_bound)
+  return hparams.from_config(mdl.ProblemSpec, config.problem, states=tuple(states), observed=tuple(observed),
+                             dt=float(dt))
 
 
 def _table_text(names, times, y, rows) -> str:
@@ -80,11 +77,31 @@ def _table_text(names, times, y, rows) -> str:
   return "\n".join(lines)
 
 
+# The states of each task, in equation order (declared once: validation and build use them).
+STATES = {
+    "pelts": ("hare", "lynx"),
+    "flu": ("S", "I", "C"),
+    "lv_sim": ode_systems.LOTKA_VOLTERRA.states,
+    "exact": ode_systems.DAMPED_OSCILLATOR.states,
+}
+
+
+def num_rows(task: str) -> Optional[int]:
+  """Rows of the task's data (``None``: the exact task simulates ``num_fit`` rows)."""
+  if task == "pelts":
+    return len(population.load_pelts().times)
+  if task == "flu":
+    return 1 + len(population.load_influenza().times)  # t = 0 (no data) and the observed days
+  if task == "lv_sim":
+    return ode_systems.LOTKA_VOLTERRA.num_points
+  return None
+
+
 def build(config: ml_collections.ConfigDict) -> Task:
   """The :class:`Task` of ``config.task``."""
   if config.task == "pelts":
     table = population.load_pelts()
-    states = ("hare", "lynx")
+    states = STATES["pelts"]
     y = table.values
     spec = _spec(config, states, (0, 1), 1.0)
     data = mdl.Data(jnp.asarray(y, jnp.float32), jnp.asarray(y[0], jnp.float32))
@@ -94,7 +111,7 @@ def build(config: ml_collections.ConfigDict) -> Task:
                 "year", config.num_fit, None, desc)
   if config.task == "flu":
     table = population.load_influenza()
-    states = ("S", "I", "C")
+    states = STATES["flu"]
     y = np.concatenate([np.full((1, 2), np.nan), table.values / 100.0], axis=0)
     times = np.concatenate([[0.0], table.times])
     spec = _spec(config, states, (1, 2), 1.0)

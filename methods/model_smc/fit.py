@@ -24,43 +24,33 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from methods.common import hparams
 from methods.model_smc import evidence as ev
 from methods.model_smc.model import Data
 from methods.model_smc.model import StructuredModel
 
 
+F = hparams.field
+
+
 @dataclasses.dataclass(frozen=True)
-class FitConfig:
-  """Static hyperparameters of a fit.
+class FitConfig(hparams.Hyperparameters):
+  """Static hyperparameters of a fit (config section ``fit``; ``num_fit`` is the run's)."""
 
-  Attributes:
-    num_fit: training rows of ``Data.y`` (the fit never sees later rows).
-    evidence: one of ``laplace``, ``bic``, ``heldout``.
-    num_val: with ``heldout``, the last ``num_val`` training rows are the
-      validation block.
-    restarts: optimisation restarts ``R``.
-    steps: Adam steps per restart.
-    learning_rate: initial Adam step (cosine-decayed to 5%).
-    jitter: sd of the restarts' perturbations of the start (log space).
-    newton_steps: saddle-free Newton polishing steps after Adam.
-    eig_floor: floor of ``|eigenvalues|`` in Newton steps and Laplace.
-  """
+  num_fit: int = F(16, "Training rows of Data.y (the fit never sees later rows).", low=3, config=False)
+  evidence: str = F("laplace", "Evidence: laplace | bic | heldout.", choices=ev.EVIDENCE_KINDS)
+  num_val: int = F(0, "With heldout evidence, the last num_val training rows are the validation block.", low=0)
+  restarts: int = F(4, "Optimisation restarts R.", low=1)
+  steps: int = F(300, "Adam steps per restart.", low=1)
+  learning_rate: float = F(0.05, "Initial Adam step (cosine-decayed to 5%).", low=0, low_open=True)
+  jitter: float = F(0.5, "Sd of the restarts' perturbations of the start (log space).", low=0)
+  newton_steps: int = F(3, "Saddle-free Newton polishing steps after Adam.", low=0)
+  eig_floor: float = F(1e-6, "Floor of |eigenvalues| in Newton steps and Laplace.", low=0, low_open=True)
+  batch_size: int = F(16, "Structures per compiled call (rounded up to a multiple of the devices).", low=1)
 
-  num_fit: int
-  evidence: str = "laplace"
-  num_val: int = 0
-  restarts: int = 4
-  steps: int = 300
-  learning_rate: float = 0.05
-  jitter: float = 0.5
-  newton_steps: int = 3
-  eig_floor: float = 1e-6
-
-  def __post_init__(self):
-    if self.evidence not in ev.EVIDENCE_KINDS:
-      raise ValueError(f"evidence={self.evidence!r}; allowed: {ev.EVIDENCE_KINDS}")
+  def checks(self):
     if self.evidence == "heldout" and not 0 < self.num_val < self.num_fit - 1:
-      raise ValueError(f"heldout evidence needs 0 < num_val < num_fit - 1 (num_val={self.num_val}, num_fit={self.num_fit})")
+      yield "num_val", f"heldout evidence needs 0 < num_val < num_fit - 1 = {self.num_fit - 1} (num_val={self.num_val})"
 
   @property
   def fit_rows(self) -> int:

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from methods.common import hparams
 from methods.model_smc import expr as ex
 from methods.model_smc import interpret
 
@@ -40,45 +41,50 @@ INIT_KINDS = ("fit", "fixed")
 _LOG_2PI = math.log(2 * math.pi)
 
 
+F = hparams.field
+
+
 @dataclasses.dataclass(frozen=True)
-class ProblemSpec:
+class ProblemSpec(hparams.Hyperparameters):
   """Static description of the data and the observation model.
 
-  Attributes:
-    states: state names (equation order).
-    observed: indices of the observed states (columns of ``y``).
-    dt: spacing of the (regular) observation times; ``t = 0`` is the first.
-    substeps: RK4 steps per observation interval.
-    noise: one of :data:`NOISE_KINDS`.
-    noise_offset: ``c`` of the lognormal model.
-    init: ``"fit"`` (initial states are parameters) or ``"fixed"``.
-    param_prior: ``(loc, scale)`` of ``log theta``.
-    noise_prior: ``(loc, scale)`` of ``log sigma``.
-    init_prior_scale: scale of ``log x0`` around ``log x0_ref``.
-    state_bound: states are clipped to ``[-bound, bound]``.
-    log_floor: lognormal predictions are floored at this before the log.
+  ``states``, ``observed`` and ``dt`` come from the data; the rest is config
+  section ``problem``. Priors are Gaussian on the log scale: ``log theta ~
+  N(param_prior_loc, param_prior_scale^2)``, ``log sigma ~ N(noise_prior_loc,
+  noise_prior_scale^2)``, ``log x0 ~ N(log x0_ref, init_prior_scale^2)``.
   """
 
-  states: tuple[str, ...]
-  observed: tuple[int, ...]
-  dt: float
-  substeps: int = 10
-  noise: str = "lognormal"
-  noise_offset: float = 0.0
-  init: str = "fit"
-  param_prior: tuple[float, float] = (math.log(0.1), 2.0)
-  noise_prior: tuple[float, float] = (math.log(0.2), 1.0)
-  init_prior_scale: float = 0.5
-  state_bound: float = 1e6
-  log_floor: float = 1e-6
+  states: tuple[str, ...] = F(("x",), "State names (equation order).", nonempty=True, config=False)
+  observed: tuple[int, ...] = F((0,), "Indices of the observed states (columns of y).", low=0, nonempty=True,
+                                config=False)
+  dt: float = F(1.0, "Spacing of the (regular) observation times; t = 0 is the first.", low=0, low_open=True,
+                config=False)
+  substeps: int = F(10, "RK4 steps per observation interval.", low=1)
+  noise: str = F("lognormal", "Observation noise model.", choices=NOISE_KINDS)
+  noise_offset: float = F(0.0, "c of the lognormal model: log(y + c) ~ N(log(x + c), sigma^2).", low=0)
+  init: str = F("fit", "fit: initial states are parameters; fixed: the first row.", choices=INIT_KINDS)
+  param_prior_loc: float = F(math.log(0.1), "Prior mean of log theta.")
+  param_prior_scale: float = F(2.0, "Prior sd of log theta.", low=0, low_open=True)
+  noise_prior_loc: float = F(math.log(0.2), "Prior mean of log sigma.")
+  noise_prior_scale: float = F(1.0, "Prior sd of log sigma.", low=0, low_open=True)
+  init_prior_scale: float = F(0.5, "Prior sd of log x0 around log x0_ref.", low=0, low_open=True)
+  state_bound: float = F(1e6, "States are clipped to [-bound, bound].", low=0, low_open=True)
+  log_floor: float = F(1e-6, "Lognormal predictions are floored at this before the log.", low=0, low_open=True,
+                       config=False)
 
-  def __post_init__(self):
-    if self.noise not in NOISE_KINDS:
-      raise ValueError(f"noise={self.noise!r}; allowed: {NOISE_KINDS}")
-    if self.init not in INIT_KINDS:
-      raise ValueError(f"init={self.init!r}; allowed: {INIT_KINDS}")
-    if not self.observed or any(not 0 <= o < len(self.states) for o in self.observed):
-      raise ValueError(f"observed={self.observed} must index the states {self.states}")
+  def checks(self):
+    if any(o >= len(self.states) for o in self.observed):
+      yield "observed", f"{self.observed} must index the states {self.states}"
+
+  @property
+  def param_prior(self) -> tuple[float, float]:
+    """``(loc, scale)`` of ``log theta``."""
+    return self.param_prior_loc, self.param_prior_scale
+
+  @property
+  def noise_prior(self) -> tuple[float, float]:
+    """``(loc, scale)`` of ``log sigma``."""
+    return self.noise_prior_loc, self.noise_prior_scale
 
 
 class Data(NamedTuple):

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from methods.common import hparams
 from methods.common import smc_math
 from methods.model_smc import llm as llm_lib
 from methods.model_smc import structure as st
@@ -62,15 +63,16 @@ def llm_proposer(proposer: llm_lib.LLMProposer) -> Proposer:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReferenceConfig:
-  """Settings of the evidence-weighted scheme (the reference's defaults)."""
+class ReferenceConfig(hparams.Hyperparameters):
+  """Settings of the evidence-weighted scheme, the reference's defaults (config section ``reference``)."""
 
-  num_particles: int = 50
-  alpha: float = 0.8
-  temperature: float = 1.0
-  iterations: int = 15
-  resample_threshold: float = 0.5
-  ancestors: int = 3
+  num_particles: int = hparams.field(50, "Particles.", low=1)
+  alpha: float = hparams.field(0.8, "Weight of the evidence in the particle scores.", low=0, high=1, high_open=True)
+  temperature: float = hparams.field(1.0, "Temperature of the evidence weights.", low=0, low_open=True)
+  iterations: int = hparams.field(15, "Iterations.", low=1)
+  resample_threshold: float = hparams.field(0.5, "Resample when ESS < threshold * N (the run's smc key).", low=0,
+                                            high=1, low_open=True, config=False)
+  ancestors: int = hparams.field(3, "Ancestors shown to the proposer.", low=0, high=3)
 
 
 class ReferenceState(NamedTuple):

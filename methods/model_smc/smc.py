@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from methods.common import hparams
 from methods.common import smc_math
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
@@ -46,30 +47,27 @@ from methods.model_smc.grammar import GrammarProposal
 
 
 @dataclasses.dataclass(frozen=True)
-class SMCConfig:
-  """Static settings of tempered SMC over structures.
+class SMCConfig(hparams.Hyperparameters):
+  """Static settings of tempered SMC over structures (config section ``smc``)."""
 
-  Attributes:
-    num_particles: ``N``.
-    target_ess: ``rho``: each tempering step keeps ``ESS = rho N``.
-    resample_threshold: resample when ``ESS < threshold * N``.
-    mcmc_steps: Metropolis-Hastings sweeps after each reweighting.
-    max_delta: cap on ``beta_t - beta_{t-1}``, so that at least
-      ``1 / max_delta`` tempering steps (each followed by MH sweeps) let the
-      particles explore at low ``beta`` before the target sharpens.
-    max_iterations: safety cap on tempering steps.
-    p_include: prior probability that a body is in an equation.
-    max_terms: most terms per equation.
-  """
+  num_particles: int = hparams.field(64, "N, the number of particles.", low=2)
+  target_ess: float = hparams.field(0.5, "rho: each tempering step keeps ESS = rho N.", low=0, high=1,
+                                    low_open=True, high_open=True)
+  resample_threshold: float = hparams.field(0.5, "Resample when ESS < threshold * N.", low=0, high=1, low_open=True)
+  mcmc_steps: int = hparams.field(2, "Metropolis-Hastings sweeps after each reweighting.", low=1)
+  max_delta: float = hparams.field(
+      1.0, "Cap on beta_t - beta_{t-1}: at least 1 / max_delta tempering steps explore at low beta.", low=0,
+      high=1, low_open=True)
+  max_iterations: int = hparams.field(60, "Safety cap on tempering steps.", low=1)
+  p_include: float = hparams.field(0.25, "Prior probability that a body is in an equation.", low=0, high=1,
+                                   low_open=True, high_open=True)
+  max_terms: int = hparams.field(3, "Most terms per equation.", low=1)
+  move_probs: tuple[float, ...] = hparams.field(
+      (0.3, 0.3, 0.2, 0.2), "Probabilities of the grammar's moves: add, remove, replace, operator.", low=0)
 
-  num_particles: int = 64
-  target_ess: float = 0.5
-  resample_threshold: float = 0.5
-  mcmc_steps: int = 2
-  max_delta: float = 1.0
-  max_iterations: int = 60
-  p_include: float = 0.25
-  max_terms: int = 3
+  def checks(self):
+    if len(self.move_probs) != 4 or sum(self.move_probs) <= 0:
+      yield "move_probs", "four non-negative probabilities (add, remove, replace, operator) with a positive sum"
 
 
 class SMCState(NamedTuple):

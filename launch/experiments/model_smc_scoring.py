@@ -1,0 +1,150 @@
+"""Scoring of the ``model_smc`` experiment: the sampler, its baselines and the truth.
+
+Every method -- the particle mixture, the top structure, the visited-set
+posterior, N = 1 hill climbing and PySINDy -- is scored on the same held-out
+rows with the same predictive metrics (:mod:`launch.experiments.model_smc_report`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from absl import logging
+import jax
+import numpy as np
+
+from launch.experiments import model_smc_report as report
+from launch.experiments import model_smc_sampler as sampler
+from launch.experiments import model_smc_tasks as tasks
+from methods.model_smc import expr as ex
+from methods.model_smc import reference
+from methods.model_smc import sindy
+from methods.model_smc import smc
+from methods.model_smc import structure as st
+
+
+def hill_climb(config, task, evaluator, grammar, budget: int) -> dict:
+  """N = 1 hill climbing with ``budget`` proposals (the sampler's own count)."""
+  t0 = time.perf_counter()
+  library = evaluator.library
+  start = st.sample_prior(smc.host_rng(jax.random.key(config.seed + 1)), len(library), len(library.states),
+                          p_include=config.smc.p_include, max_terms=config.smc.max_terms)
+  propose = sampler.proposer(config, task, evaluator, grammar)
+  chunk = evaluator.batch_size if config.proposal == "grammar" else 1
+  res = reference.hill_climb(jax.random.key(config.seed + 2), evaluator, propose, budget=budget, start=start,
+                             chunk=chunk)
+  logging.info("[model_smc %s] hill climbing: %d proposals, %d improvements, log Z %.2f",
+               config.task, res.proposals, res.accepted, res.log_evidence)
+  return {"structure": res.structure, "log_evidence": res.log_evidence, "proposals": res.proposals,
+          "accepted": res.accepted, "trace": [list(t) for t in res.trace], "rejections": res.rejections,
+          "wall_time_s": time.perf_counter() - t0}
+
+
+def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optional[dict]) -> dict:
+  """Scores every method on the held-out rows; figures; results."""
+  key = jax.random.key(config.seed + 3)
+  top_keys = list(sampled.mass)[:config.predictive.top_k]
+  by_key = sampled.by_key(evaluator.library)
+  top = [by_key[k] for k in top_keys]
+  masses = [sampled.mass[k] for k in top_keys]
+  kw = dict(num_samples=config.predictive.num_samples, num_fit=task.num_fit, num_points=task.num_points)
+  mixture = report.predictive_scores(jax.random.fold_in(key, 0), evaluator, top, masses, **kw)
+  top_rows = []
+  for m, mass, scores in zip(top, masses, mixture["per_structure"]):
+    top_rows.append({"mass": mass, **report.describe(evaluator, m), **scores})
+  results = {
+      "experiment": "model_smc", "task": task.name, "dataset": task.dataset, "citation": task.citation,
+      "algorithm": config.algorithm, "proposal": config.proposal, "evidence": config.fit.evidence,
+      "num_particles": config.smc.num_particles if config.algorithm == "tempered" else config.reference.num_particles,
+      "states": list(task.states), "observed": list(task.observed_names),
+      "rows": {"fit": task.num_fit, "heldout": task.num_points - task.num_fit,
+               "times": np.asarray(task.times).tolist()},
+      "library": list(evaluator.library.keys),
+      "smc": {"iterations": sampled.iterations, "final_beta": sampled.beta,
+              "log_normalizer": report.finite_or_text(sampled.log_normalizer), "proposals": sampled.proposals,
+              "fits": sampled.fits, "wall_time_s": sampled.elapsed, "rejections": sampled.rejections,
+              "top": top_rows, "mixture": {k: v for k, v in mixture.items() if k != "per_structure"},
+              "diagnostics": sampled.diagnostics},
+      "comparison": {},
+  }
+  results["comparison"]["ModelSMC (posterior mixture)"] = pick(mixture)
+  if top_rows:
+    results["comparison"]["ModelSMC (top structure)"] = pick(top_rows[0])
+  if sampled.visited:
+    visited = sampled.visited["mass"]
+    for row in top_rows:
+      row["visited_mass"] = visited.get(row["key"], 0.0)
+    v_keys = list(visited)[:config.predictive.top_k]
+    v_structs = [st.from_key(k, evaluator.library) for k in v_keys]
+    v_mix = report.predictive_scores(jax.random.fold_in(key, 2), evaluator, v_structs, [visited[k] for k in v_keys],
+                                     **kw)
+    results["visited"] = {
+        "num_structures": sampled.visited["num_structures"],
+        "top": [{"key": k, "mass": visited[k], **report.describe(evaluator, m), **sc}
+                for k, m, sc in zip(v_keys, v_structs, v_mix["per_structure"])],
+        "mixture": {k: v for k, v in v_mix.items() if k not in ("per_structure", "bands")},
+    }
+    results["comparison"]["ModelSMC (visited-set posterior)"] = pick(v_mix)
+  if hill is not None:
+    h = report.predictive_scores(jax.random.fold_in(key, 1), evaluator, [hill["structure"]], [1.0], **kw)
+    results["hill_climb"] = {**report.describe(evaluator, hill["structure"]), "proposals": hill["proposals"],
+                             "accepted": hill["accepted"], "trace": hill["trace"], "rejections": hill["rejections"],
+                             "wall_time_s": hill["wall_time_s"], **pick(h), "median": h["bands"]["median"]}
+    results["comparison"][f"hill climbing (N=1, {hill['proposals']} proposals)"] = pick(h)
+  sindy_median = None
+  if "sindy" in config.baselines:
+    t0 = time.perf_counter()
+    y = np.asarray(task.data.y, np.float64)
+    try:
+      sf = sindy.fit(y, dt=task.spec.dt, num_fit=task.num_fit, num_points=task.num_points,
+                     states=task.observed_names, threshold=config.sindy.threshold, degree=config.sindy.degree,
+                     noise=task.spec.noise, noise_offset=task.spec.noise_offset)
+      scores = report.sindy_scores(sf, y, task.num_fit, noise=task.spec.noise, noise_offset=task.spec.noise_offset,
+                                   num_samples=config.predictive.num_samples, seed=config.seed)
+      sindy_median = scores.pop("median")
+      results["sindy"] = {"equations": sf.equations, "sigma": sf.sigma.tolist(), "num_terms": sf.num_terms,
+                          "wall_time_s": time.perf_counter() - t0, **scores}
+      results["comparison"][f"PySINDy (STLSQ, degree-{config.sindy.degree} library)"] = pick(scores)
+    except ValueError as e:
+      results["sindy"] = {"error": str(e)}
+  if task.truth is not None:
+    results["truth"] = truth(task, evaluator, sampled)
+  y = np.asarray(task.data.y, np.float64)
+  report.make_figures(results, ctx.writer, y, np.asarray(task.times), task.time_label, task.observed_names,
+                      sindy_median)
+  return results
+
+
+def pick(scores: dict) -> dict:
+  return {k: scores[k] for k in ("heldout_lpd", "coverage50", "coverage90", "train_coverage50", "train_coverage90")}
+
+
+def truth(task, evaluator, sampled) -> dict:
+  """Rank and mass of the true structure; coverage of its parameters."""
+  m = tasks.truth_structure(task, evaluator.library)
+  if m is None:
+    return {"key": None, "rank": None, "mass": 0.0, "covered": 0, "num_params": 0, "note": "truth outside the library"}
+  k = evaluator.key(m)
+  ranking = list(sampled.mass)
+  rank = ranking.index(k) + 1 if k in ranking else None
+  table = report.parameter_table(evaluator, m)
+  # Match true parameters to fitted ones by the order of appearance.
+  _, true_names = st.equations(m, evaluator.library)
+  scratch = st.Library(evaluator.library.states)
+  ordered = []
+  for state in evaluator.library.states:
+    tree = ex.parse(task.truth["equations"][state], states=scratch.states)
+    terms = sorted(((ex.canonical_text(b), ex.params_of(b)) for _, b in ex.split_terms(tree)), key=lambda t: t[0])
+    for _, names in terms:
+      ordered += list(names)
+  params = {}
+  covered = 0
+  for name, true_name in zip(true_names, ordered):
+    row = table[name]
+    truth = float(task.truth["params"][true_name])
+    inside = float(row["lo90"]) <= truth <= float(row["hi90"])
+    covered += int(inside)
+    params[true_name] = {"true": truth, **row, "covered": inside}
+  return {"key": k, "rank": rank, "mass": float(sampled.mass.get(k, 0.0)), "covered": covered,
+          "num_params": len(params), "params": params}
