@@ -37,8 +37,9 @@ def user_error_types() -> tuple[type, ...]:
   """
   from datasets.offline_rl import d4rl  # pylint: disable=g-import-not-at-top
   from launch import config_schema  # pylint: disable=g-import-not-at-top
+  from methods.model_smc import expr  # pylint: disable=g-import-not-at-top
 
-  return (UserError, config_schema.ConfigError, d4rl.D4RLFormatError)
+  return (UserError, config_schema.ConfigError, d4rl.D4RLFormatError, expr.UnsafeExpression)
 
 
 def exit_code(error: BaseException) -> int:

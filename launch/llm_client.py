@@ -92,8 +92,8 @@ class ChatClient:
     try:
       envelope = json.loads(raw.decode("utf-8"))
       content = envelope["choices"][0]["message"]["content"]
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-      raise LLMError("json", f"the endpoint's response is not JSON ({e})") from None
+    except (ValueError, RecursionError) as e:  # undecodable, not JSON, nested too deep, huge integers
+      raise LLMError("json", f"the endpoint's response is not usable JSON ({type(e).__name__}: {str(e)[:120]})") from None
     except (KeyError, IndexError, TypeError):
       raise LLMError("schema", "the response has no choices[0].message.content") from None
     if not isinstance(content, str):

@@ -15,7 +15,10 @@ with the usual precedence, ``a*x^2 = a*(x^2)`` and ``-x^2 = -(x^2)``). Identifie
 state names, ``t`` or a function name are parameters (positive reals, fitted
 in log space); dunder names, attribute access, subscripts, calls of anything
 else, keywords, lambdas, comprehensions, comparisons, strings, complex or
-non-finite numbers are rejected. Caps on text length, depth, node count,
+non-finite numbers are rejected, and so is a constant subexpression that
+folds to a division by zero or to a number that is not finite in float32
+(``a + 1/0``, ``exp(1000)``): the interpreter would otherwise divide Python
+zeros while compiling. Caps on text length, depth, node count,
 parameter count, constant size and exponent size bound the work any
 expression can cause. Every rejection raises :class:`UnsafeExpression` with a
 reason.
@@ -31,8 +34,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import keyword
-import math
 import re
 import warnings
 from typing import Iterable, Optional, Union
@@ -42,32 +43,6 @@ UNARY = ("neg",) + FUNCTIONS
 BINARY = ("add", "sub", "mul", "div", "pow")
 TIME = "t"
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
-_AST_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
-_REFUSED = {
-    ast.Attribute: "attribute access",
-    ast.Subscript: "subscripts",
-    ast.Lambda: "lambda expressions",
-    ast.ListComp: "comprehensions",
-    ast.SetComp: "comprehensions",
-    ast.DictComp: "comprehensions",
-    ast.GeneratorExp: "generator expressions",
-    ast.Compare: "comparisons",
-    ast.BoolOp: "boolean operators",
-    ast.IfExp: "conditional expressions",
-    ast.NamedExpr: "assignment expressions",
-    ast.Starred: "starred arguments",
-    ast.JoinedStr: "f-strings",
-    ast.Await: "await",
-    ast.Yield: "yield",
-    ast.YieldFrom: "yield",
-    ast.List: "lists",
-    ast.Tuple: "tuples",
-    ast.Set: "sets",
-    ast.Dict: "dicts",
-    ast.Slice: "slices",
-}
-
-
 class UnsafeExpression(ValueError):
   """An expression that the language refuses; ``reason`` says why."""
 
@@ -171,121 +146,13 @@ def parse(
     raise UnsafeExpression(f"not a valid expression ({type(e).__name__}: {e.args[0] if e.args else e})", text) from None
   except (RecursionError, MemoryError):
     raise UnsafeExpression("nesting too deep for the parser", text) from None
-  walker = _Walker(tuple(states), None if params is None else set(params), limits, text)
-  return walker.convert(tree.body, 1)
+  # The walker builds this module's nodes, so it is imported here (not at the top).
+  from methods.model_smc import expr_walk  # pylint: disable=g-import-not-at-top
 
-
-class _Walker:
-  """Converts a Python AST into an :data:`Expr`, refusing anything off the whitelist."""
-
-  def __init__(self, states, params, limits, text):
-    self.states, self.params, self.limits, self.text = states, params, limits, text
-    self.nodes = 0
-    self.seen_params: set[str] = set()
-    for s in states:
-      if not _IDENT.match(s) or s == TIME or s in FUNCTIONS:
-        raise UnsafeExpression(f"invalid state name {s!r}")
-
-  def fail(self, reason):
-    raise UnsafeExpression(reason, self.text)
-
-  def count(self, depth):
-    self.nodes += 1
-    if self.nodes > self.limits.max_nodes:
-      self.fail(f"more than {self.limits.max_nodes} nodes")
-    if depth > self.limits.max_depth:
-      self.fail(f"nested deeper than {self.limits.max_depth} levels")
-
-  def convert(self, node, depth) -> Expr:
-    self.count(depth)
-    if isinstance(node, ast.BinOp):
-      op = _AST_BINOPS.get(type(node.op))
-      if op is None:
-        self.fail(f"operator {type(node.op).__name__} is not allowed (allowed: + - * / ^ **)")
-      left = self.convert(node.left, depth + 1)
-      if op == "pow":
-        right = self.exponent(node.right, depth + 1)
-      else:
-        right = self.convert(node.right, depth + 1)
-      return BinOp(op, left, right)
-    if isinstance(node, ast.UnaryOp):
-      if isinstance(node.op, ast.UAdd):
-        return self.convert(node.operand, depth + 1)
-      if not isinstance(node.op, ast.USub):
-        self.fail(f"unary operator {type(node.op).__name__} is not allowed (allowed: -, +)")
-      inner = self.convert(node.operand, depth + 1)
-      if isinstance(inner, Num):
-        return Num(-inner.value)
-      if isinstance(inner, Call) and inner.fn == "neg":
-        return inner.arg
-      return Call("neg", inner)
-    if isinstance(node, ast.Call):
-      if not isinstance(node.func, ast.Name):
-        self.fail("only the functions " + ", ".join(FUNCTIONS) + " may be called "
-                  f"(got a call of {type(node.func).__name__})")
-      name = node.func.id
-      if name.startswith("__") or name not in FUNCTIONS:
-        self.fail(f"call of {name!r} is not allowed; functions: {', '.join(FUNCTIONS)}")
-      if node.keywords or len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
-        self.fail(f"{name}() takes exactly one positional argument")
-      return Call(name, self.convert(node.args[0], depth + 1))
-    if isinstance(node, ast.Name):
-      return self.name(node.id)
-    if isinstance(node, ast.Constant):
-      return Num(self.number(node.value))
-    what = _REFUSED.get(type(node), f"{type(node).__name__} nodes")
-    self.fail(f"{what} are not allowed")
-    raise AssertionError  # unreachable
-
-  def number(self, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-      self.fail(f"constant {type(value).__name__} is not allowed (numbers only)")
-    if isinstance(value, int) and abs(value) > self.limits.max_const:
-      self.fail(f"constant larger than {self.limits.max_const:g} in magnitude")
-    value = float(value)
-    if not math.isfinite(value):
-      self.fail("non-finite constant")
-    if abs(value) > self.limits.max_const:
-      self.fail(f"constant larger than {self.limits.max_const:g} in magnitude")
-    return value
-
-  def name(self, name: str) -> Sym:
-    if name.startswith("__") or name.endswith("__"):
-      self.fail(f"dunder name {name!r} is not allowed")
-    if name == TIME:
-      return Sym("time", TIME)
-    if name in self.states:
-      return Sym("state", name)
-    if name in FUNCTIONS:
-      self.fail(f"function {name!r} used as a value")
-    if not _IDENT.match(name) or keyword.iskeyword(name):
-      self.fail(f"invalid parameter name {name!r} (letters, digits, _; at most 32 characters)")
-    if self.params is not None and name not in self.params:
-      self.fail(f"unknown name {name!r}; states: {list(self.states)}, parameters: {sorted(self.params)}")
-    self.seen_params.add(name)
-    if len(self.seen_params) > self.limits.max_params:
-      self.fail(f"more than {self.limits.max_params} parameters")
-    return Sym("param", name)
-
-  def exponent(self, node, depth) -> Expr:
-    """Exponents are bounded numbers or single parameters (no towers)."""
-    self.count(depth)
-    sign = 1.0
-    inner = node
-    if isinstance(inner, ast.UnaryOp) and isinstance(inner.op, (ast.USub, ast.UAdd)):
-      sign = -1.0 if isinstance(inner.op, ast.USub) else 1.0
-      inner = inner.operand
-    if isinstance(inner, ast.Constant):
-      value = sign * self.number(inner.value)
-      if abs(value) > self.limits.max_exponent:
-        self.fail(f"exponent {value:g} is larger than {self.limits.max_exponent:g} in magnitude")
-      return Num(value)
-    if isinstance(inner, ast.Name) and sign > 0:
-      sym = self.name(inner.id)
-      if sym.kind == "param":
-        return sym
-    self.fail(f"an exponent must be a number with |value| <= {self.limits.max_exponent:g} or a parameter")
-    raise AssertionError  # unreachable
+  walker = expr_walk.Walker(tuple(states), None if params is None else set(params), limits, text)
+  e = walker.convert(tree.body, 1)
+  expr_walk.check_constants(e, walker.fail)
+  return e
 
 
 # ----------------------------------------------------------------------------

@@ -23,15 +23,18 @@ as a :class:`Completer`, so ``methods`` does no I/O of its own.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import re
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Optional, Protocol, Sequence
 
 from methods.model_smc import expr as ex
 from methods.model_smc import structure as st
 
-ERROR_KINDS = ("config", "timeout", "network", "http", "json", "schema", "unsafe", "invalid")
+# "exception": anything else raised while handling one proposal (its type is in the reason).
+ERROR_KINDS = ("config", "timeout", "network", "http", "json", "schema", "unsafe", "invalid", "exception")
+MAX_REPLY_CHARS = 100_000
 
 
 class LLMError(RuntimeError):
@@ -56,6 +59,10 @@ class Completer(Protocol):
 
 def _json_object(text: str) -> dict:
   """The JSON object in a reply (code fences and surrounding prose allowed)."""
+  if not isinstance(text, str):
+    raise LLMError("schema", f"the reply is a {type(text).__name__}, not text")
+  if len(text) > MAX_REPLY_CHARS:
+    raise LLMError("json", f"the reply has {len(text):,} characters (at most {MAX_REPLY_CHARS:,})")
   fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.S)
   candidate = fenced.group(1) if fenced else text[text.find("{"): text.rfind("}") + 1]
   if not candidate:
@@ -64,9 +71,24 @@ def _json_object(text: str) -> dict:
     obj = json.loads(candidate)
   except json.JSONDecodeError as e:
     raise LLMError("json", f"the reply's JSON does not parse ({e.msg} at position {e.pos})") from None
+  except RecursionError:
+    raise LLMError("json", "the reply's JSON is nested too deeply") from None
+  except ValueError as e:  # e.g. an integer longer than Python's int-string limit
+    raise LLMError("json", f"the reply's JSON does not parse ({e})") from None
   if not isinstance(obj, dict):
     raise LLMError("schema", f"expected a JSON object, got {type(obj).__name__}")
   return obj
+
+
+def _finite(x) -> Optional[float]:
+  """``x`` as a float if it is a number that is finite in float32, else ``None`` (never raises)."""
+  if isinstance(x, bool) or not isinstance(x, (int, float)):
+    return None
+  try:
+    value = float(x)
+  except OverflowError:  # an integer with hundreds of digits
+    return None
+  return value if math.isfinite(value) and abs(value) < 1e38 else None
 
 
 def parse_reply(text: str, library: st.Library, *, max_params: int) -> tuple[st.Structure, str, dict]:
@@ -94,15 +116,18 @@ def parse_reply(text: str, library: st.Library, *, max_params: int) -> tuple[st.
     if not isinstance(spec, dict):
       raise LLMError("schema", f"params[{name!r}] must be an object with 'init' and 'prior'")
     init = spec.get("init")
-    if init is not None and (isinstance(init, bool) or not isinstance(init, (int, float))
-                             or not math.isfinite(init) or init <= 0):
-      raise LLMError("schema", f"params[{name!r}].init must be a positive number")
+    if init is not None:
+      init = _finite(init)
+      if init is None or init <= 0:
+        raise LLMError("schema", f"params[{name!r}].init must be a positive number below 1e38")
     prior = spec.get("prior")
     if prior is not None:
-      if not isinstance(prior, dict) or not all(isinstance(prior.get(k), (int, float)) for k in ("loc", "scale")):
+      if not isinstance(prior, dict):
         raise LLMError("schema", f"params[{name!r}].prior must be {{'loc': number, 'scale': number}}")
-      if not (math.isfinite(prior["loc"]) and math.isfinite(prior["scale"]) and prior["scale"] > 0):
-        raise LLMError("schema", f"params[{name!r}].prior needs a finite loc and a positive scale")
+      loc, scale = _finite(prior.get("loc")), _finite(prior.get("scale"))
+      if loc is None or scale is None or scale <= 0:
+        raise LLMError("schema", f"params[{name!r}].prior needs a finite loc and a positive scale (numbers below 1e38)")
+      prior = {"loc": loc, "scale": scale}
     checked[str(name)[:32]] = {"init": init, "prior": prior}
   try:
     structure = st.from_equations(eqs, library, max_params=max_params)
@@ -110,6 +135,8 @@ def parse_reply(text: str, library: st.Library, *, max_params: int) -> tuple[st.
     raise LLMError("unsafe", e.reason) from None
   except st.StructureError as e:
     raise LLMError("invalid", str(e)) from None
+  except RecursionError:
+    raise LLMError("unsafe", "an expression is nested too deeply") from None
   return structure, rationale[:500], checked
 
 
@@ -151,10 +178,46 @@ class LLMProposer:
     self.client, self.library, self.task, self.max_params = client, library, task, max_params
 
   def propose(self, current: dict, ancestors: Sequence[dict]) -> tuple[st.Structure, str]:
-    """``(structure, rationale)``; raises :class:`LLMError` on any failure."""
-    reply = self.client.complete(build_messages(self.task, self.library, current, ancestors))
-    structure, rationale, _ = parse_reply(reply, self.library, max_params=self.max_params)
+    """``(structure, rationale)``; raises :class:`LLMError` on any failure.
+
+    Whatever goes wrong while asking for, parsing, validating or building one
+    proposal -- including exceptions no check foresaw (kind ``"exception"``,
+    the type named in the reason) -- is this one exception type, so a sampler
+    counts it as a rejected proposal and goes on.
+    """
+    try:
+      reply = self.client.complete(build_messages(self.task, self.library, current, ancestors))
+      structure, rationale, _ = parse_reply(reply, self.library, max_params=self.max_params)
+    except LLMError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      raise LLMError("exception", f"{type(e).__name__}: {str(e)[:200]}") from e
     return structure, rationale
+
+
+class RejectionCounter:
+  """Rejected proposals by kind, and the summary line a run reports."""
+
+  def __init__(self, counts: Optional[Mapping[str, int]] = None):
+    self.counts = collections.Counter(dict(counts or {}))
+
+  def add(self, error: LLMError) -> None:
+    self.counts[getattr(error, "kind", "exception")] += 1
+
+  @property
+  def total(self) -> int:
+    return sum(self.counts.values())
+
+  def as_dict(self) -> dict:
+    return dict(sorted(self.counts.items()))
+
+  def summary(self, proposals: int) -> str:
+    """``"3 of 5 proposals were rejected (json: 1, unsafe: 2)"``, with a warning when all were."""
+    why = ", ".join(f"{k}: {v}" for k, v in sorted(self.counts.items()))
+    line = f"{self.total} of {proposals} proposals were rejected" + (f" ({why})" if why else "")
+    if proposals and self.total >= proposals:
+      line += "; WARNING: every proposal was rejected, so the search never left its starting models"
+    return line
 
 
 def describe(structure: st.Structure, library: st.Library, score: float) -> dict:
