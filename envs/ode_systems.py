@@ -14,6 +14,7 @@ Pure JAX, no dependency on ``methods``.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import jax
@@ -120,24 +121,39 @@ def solve(system: OdeSystem, params: dict | None = None, *, num_points: int | No
   """``[T, S]`` noise-free states at ``t = 0, dt, ...`` (RK4, ``substeps`` per interval)."""
   params = system.params if params is None else params
   n = system.num_points if num_points is None else num_points
-  h = system.dt / substeps
+  x0 = jnp.asarray(system.x0, jnp.float32)
+  return rk4_solve(lambda x, t: system.rhs(x, params), x0, num_points=n, dt=system.dt, substeps=substeps,
+                   bound=math.inf)
 
-  def f(x):
-    return system.rhs(x, params)
 
-  def rk4(x, _):
-    k1 = f(x)
-    k2 = f(x + 0.5 * h * k1)
-    k3 = f(x + 0.5 * h * k2)
-    k4 = f(x + h * k3)
-    return x + (h / 6.0) * (k1 + 2 * k2 + 2 * k3 + k4), None
+def rk4_solve(rhs: Callable, x0: jax.Array, *, num_points: int, dt: float, substeps: int,
+              bound: float) -> jax.Array:
+  """``[num_points, S]`` states at ``t = 0, dt, ...`` by fixed-step RK4.
 
-  def interval(x, _):
-    x, _ = jax.lax.scan(rk4, x, None, length=substeps)
+  Args:
+    rhs: ``(x [S], t) -> dx/dt [S]``.
+    x0: ``[S]`` state at ``t = 0``.
+    num_points: number of output times (static).
+    dt: output spacing; the step is ``h = dt / substeps``.
+    substeps: RK4 steps per output interval (static).
+    bound: states are clipped to ``[-bound, bound]`` after each step.
+  """
+  h = dt / substeps
+
+  def rk4(x, t):
+    k1 = rhs(x, t)
+    k2 = rhs(x + 0.5 * h * k1, t + 0.5 * h)
+    k3 = rhs(x + 0.5 * h * k2, t + 0.5 * h)
+    k4 = rhs(x + h * k3, t + h)
+    return jnp.clip(x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4), -bound, bound)
+
+  def interval(x, i):
+    def sub(j, x):
+      return rk4(x, (i * substeps + j) * h)
+    x = jax.lax.fori_loop(0, substeps, sub, x)
     return x, x
 
-  x0 = jnp.asarray(system.x0, jnp.float32)
-  _, xs = jax.lax.scan(interval, x0, None, length=n - 1)
+  _, xs = jax.lax.scan(interval, x0, jnp.arange(num_points - 1))
   return jnp.concatenate([x0[None], xs], axis=0)
 
 

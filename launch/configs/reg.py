@@ -17,7 +17,7 @@ online TD3), write them with the TFDS
 builder ``offline_rl`` into ``data.data_dir`` and read them back through it.
 ``paper`` points at real D4RL -v2 HDF5 files (``data.source="d4rl_hdf5"``;
 ``"tfds_d4rl"`` reads the TFDS catalog's ``d4rl_mujoco_*`` instead) and uses
-the spec's sizes (256x256 networks, batch 256, 1M updates). Any key can be
+IQL's sizes (256x256 networks, batch 256, 1M updates). Any key can be
 overridden, e.g. ``--config.num_seeds=10 --config.reg.alpha=0.5``.
 """
 
@@ -88,6 +88,11 @@ class Data(hparams.Hyperparameters):
   td3_lr: float = F(1e-3, "TD3 learning rate (TD3 paper, v1).", low=0, low_open=True)
   td3_snapshot_every: int = F(5_000, "TD3 behaviour snapshot interval (a multiple of 5).", low=5)
   reference_episodes: int = F(100, "Episodes for the random / expert reference returns.", low=2)
+  hdf5_file: str = F("", "A user's own D4RL-format HDF5 file (any name) for d4rl_hdf5; replaces d4rl_datasets.")
+  hdf5_task: str = F("halfcheetah", "Environment of hdf5_file (arrays checked against it; evaluated on it).",
+                     choices=D4RL_TASKS)
+  hdf5_random_return: float = F(0.0, "Random-policy return for hdf5_file's normalised scores.")
+  hdf5_expert_return: float = F(0.0, "Expert return for hdf5_file's scores (both 0: raw returns are reported).")
 
   def checks(self):
     if self.td3_start_steps >= self.td3_steps:

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
+from methods.common import bisection
+
 
 def normalize(log_weights: jax.Array) -> jax.Array:
   """``[N]`` normalised weights ``W_i = w_i / sum_j w_j`` from ``[N]`` log-weights.
@@ -129,12 +131,6 @@ def next_temperature(
   def ess_at(b):
     return ess(log_weights + tempered_increments(log_likelihood, b - beta))
 
-  def body(_, bracket):
-    lo, hi = bracket
-    mid = 0.5 * (lo + hi)
-    ok = ess_at(mid) >= target
-    return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
-
   one = jnp.ones((), log_weights.dtype)
-  _, hi = jax.lax.fori_loop(0, max_iterations, body, (beta, one))
+  _, hi = bisection.bisect(lambda mid: ess_at(mid) >= target, beta, one, max_iterations)
   return jnp.where(ess_at(one) >= target, one, hi)

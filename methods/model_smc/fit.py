@@ -20,6 +20,7 @@ import dataclasses
 import functools
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -211,7 +212,14 @@ def make_batch_fit(model: StructuredModel, cfg: FitConfig):
   dataset over the batch; simulation studies fit one structure to many
   datasets with the same compiled function.
   """
-  return jax.jit(jax.vmap(functools.partial(fit_structure, model, cfg), in_axes=(0, 0, 0)))
+  fit = jax.jit(jax.vmap(functools.partial(fit_structure, model, cfg), in_axes=(0, 0, 0)))
+
+  def batch_fit(signs: jax.Array, keys: jax.Array, data: Data) -> Fit:
+    chex.assert_shape(signs, (None, len(model.spec.states), None))
+    chex.assert_equal_shape_prefix([signs, keys, data.y], 1)
+    return fit(signs, keys, data)
+
+  return batch_fit
 
 
 def num_data(cfg: FitConfig, model: StructuredModel) -> int:

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs.ode_systems import rk4_solve  # the project's one RK4 (a pure-JAX function)
 from methods.common import hparams
 from methods.model_smc import expr as ex
 from methods.model_smc import interpret
@@ -143,37 +144,6 @@ class Layout:
         for j in range(idx.shape[1]):
           names[idx[s, j]] = f"d{states[s]}: {keys[k]} c{j}"
     return names
-
-
-def rk4_solve(rhs: Callable, x0: jax.Array, *, num_points: int, dt: float, substeps: int,
-              bound: float) -> jax.Array:
-  """``[num_points, S]`` states at ``t = 0, dt, ...`` by fixed-step RK4.
-
-  Args:
-    rhs: ``(x [S], t) -> dx/dt [S]``.
-    x0: ``[S]`` state at ``t = 0``.
-    num_points: number of output times (static).
-    dt: output spacing; the step is ``h = dt / substeps``.
-    substeps: RK4 steps per output interval (static).
-    bound: states are clipped to ``[-bound, bound]`` after each step.
-  """
-  h = dt / substeps
-
-  def rk4(x, t):
-    k1 = rhs(x, t)
-    k2 = rhs(x + 0.5 * h * k1, t + 0.5 * h)
-    k3 = rhs(x + 0.5 * h * k2, t + 0.5 * h)
-    k4 = rhs(x + h * k3, t + h)
-    return jnp.clip(x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4), -bound, bound)
-
-  def interval(x, i):
-    def sub(j, x):
-      return rk4(x, (i * substeps + j) * h)
-    x = jax.lax.fori_loop(0, substeps, sub, x)
-    return x, x
-
-  _, xs = jax.lax.scan(interval, x0, jnp.arange(num_points - 1))
-  return jnp.concatenate([x0[None], xs], axis=0)
 
 
 class StructuredModel:

@@ -1,6 +1,6 @@
 """Tempered Sequential Monte Carlo over model structures.
 
-Target (the spec's principled version of ModelSMC): the posterior over
+Target (a reconstruction: the principled Bayesian form of ModelSMC's model discovery): the posterior over
 structures ``pi(m) ∝ p(m) Z(m)``, ``Z(m) = ∫ p(x | theta, m) p(theta | m) dtheta``
 estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
 ``pi_beta(m) ∝ p(m) Z(m)^beta`` with ``0 = beta_0 < ... < beta_K = 1``

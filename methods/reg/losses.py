@@ -15,6 +15,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from methods.common import bisection
+
 AMBIGUITY_SETS = ("kappa", "simplex")
 REGULARIZERS = ("none", "kl", "chi2")
 
@@ -43,13 +45,7 @@ def _chi2_ratio(u: jax.Array, lam: float, iters: int = 60) -> jax.Array:
   """``xi = (1 + (u - eta) / lam)_+`` with ``eta`` found by bisection so that ``mean(xi) = 1``."""
   f = lambda eta: jnp.mean(jax.nn.relu(1.0 + (u - eta) / lam))  # noqa: E731  decreasing in eta
 
-  def body(_, bracket):
-    lo, hi = bracket
-    mid = 0.5 * (lo + hi)
-    above = f(mid) > 1.0
-    return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
-
-  lo, hi = jax.lax.fori_loop(0, iters, body, (jnp.min(u), jnp.max(u) + lam))
+  lo, hi = bisection.bisect(lambda mid: f(mid) > 1.0, jnp.min(u), jnp.max(u) + lam, iters)
   xi = jax.nn.relu(1.0 + (u - 0.5 * (lo + hi)) / lam)
   return xi / jnp.mean(xi)
 
