@@ -16,7 +16,7 @@ constants of ``d4rl/infos.py`` (REF_MIN_SCORE / REF_MAX_SCORE).
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -30,6 +30,10 @@ DATASET_KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert",
 
 class D4RLFormatError(ValueError):
   """A D4RL file or array dict that is missing keys or has inconsistent shapes."""
+
+
+class D4RLFileNotFoundError(D4RLFormatError, FileNotFoundError):
+  """No file where a D4RL dataset was looked for."""
 
 
 def task_of(dataset_name: str) -> str:
@@ -55,11 +59,21 @@ def d4rl_normalized_score(dataset_name: str, returns) -> np.ndarray:
   return normalized_score(returns, *ref_scores(dataset_name))
 
 
-def validate(data: Mapping[str, np.ndarray], source: str = "dataset") -> None:
-  """Raises :class:`D4RLFormatError` naming missing keys, bad shapes or non-finite values."""
+def validate(data: Mapping[str, np.ndarray], source: str = "dataset", *, dims: Optional[tuple[int, int]] = None,
+             env: str = "the environment") -> None:
+  """Raises :class:`D4RLFormatError` naming missing keys, bad ranks or dimensions, or non-finite values.
+
+  Args:
+    data: D4RL arrays.
+    source: what to name in errors (a file path).
+    dims: ``(observation_dim, action_dim)`` of the environment ``env``, if known.
+    env: the environment's name, for errors.
+  """
   missing = [k for k in REQUIRED_KEYS if k not in data]
   if missing:
     raise D4RLFormatError(f"{source}: missing keys {missing}; a D4RL dataset has {list(REQUIRED_KEYS)}")
+  if np.ndim(data["observations"]) == 0:
+    raise D4RLFormatError(f"{source}: 'observations' must be [N, dim], got a scalar")
   n = len(data["observations"])
   for k in REQUIRED_KEYS + (("next_observations",) if "next_observations" in data else ()):
     if len(data[k]) != n:
@@ -67,38 +81,56 @@ def validate(data: Mapping[str, np.ndarray], source: str = "dataset") -> None:
   for k in ("observations", "actions"):
     if np.ndim(data[k]) != 2:
       raise D4RLFormatError(f"{source}: '{k}' must be [N, dim], got shape {np.shape(data[k])}")
+  if "next_observations" in data and np.shape(data["next_observations"]) != np.shape(data["observations"]):
+    raise D4RLFormatError(f"{source}: 'next_observations' has shape {np.shape(data['next_observations'])}, "
+                          f"'observations' {np.shape(data['observations'])}")
   for k in ("rewards", "terminals", "timeouts"):
     if np.ndim(data[k]) != 1:
       raise D4RLFormatError(f"{source}: '{k}' must be [N], got shape {np.shape(data[k])}")
+  if dims is not None:
+    for k, want, what in (("observations", dims[0], "observations"), ("actions", dims[1], "actions")):
+      if np.shape(data[k])[1] != want:
+        raise D4RLFormatError(f"{source}: '{k}' has {np.shape(data[k])[1]} columns; {env} {what} have {want}")
+  if n < 2:
+    raise D4RLFormatError(f"{source}: {n} row{'' if n == 1 else 's'}; at least 2 are needed (one transition)")
   for k in ("observations", "actions", "rewards"):
     if not np.all(np.isfinite(data[k])):
       raise D4RLFormatError(f"{source}: '{k}' has NaN or Inf values")
 
 
-def load_hdf5(path: str) -> dict[str, np.ndarray]:
+def load_hdf5(path: str, *, dims: Optional[tuple[int, int]] = None, env: str = "the environment",
+              missing_hint: str = "") -> dict[str, np.ndarray]:
   """The arrays of a D4RL HDF5 file (top-level datasets; groups ``infos``/``metadata`` skipped).
 
+  Args:
+    path: the file (any name).
+    dims: ``(observation_dim, action_dim)`` the arrays must have (see :func:`validate`).
+    env: the environment's name, for errors.
+    missing_hint: how to point at the file, said when it does not exist.
+
   Raises:
-    FileNotFoundError: no such file (with how to get it).
-    D4RLFormatError: not an HDF5 file, or not a D4RL dataset.
+    D4RLFileNotFoundError: no such file (also a ``FileNotFoundError``).
+    D4RLFormatError: not an HDF5 file, not a D4RL dataset, the wrong
+      dimensions, or fewer than 2 rows.
   """
   import h5py  # pylint: disable=g-import-not-at-top
 
   if not os.path.exists(path):
-    raise FileNotFoundError(
+    raise D4RLFileNotFoundError(
         f"D4RL file {path} does not exist; download it where a network is available "
-        "(d4rl.get_dataset or the D4RL dataset URLs) and point config.data.d4rl_dir at its folder"
+        f"(d4rl.get_dataset or the D4RL dataset URLs){missing_hint or ' and pass --config.data.d4rl_dir=<its folder>'}"
     )
   try:
     with h5py.File(path, "r") as f:
       data = {k: f[k][()] for k in f.keys() if isinstance(f[k], h5py.Dataset)}
   except OSError as e:
     raise D4RLFormatError(f"{path} is not a readable HDF5 file ({e})") from e
-  validate(data, path)
+  validate(data, path, dims=dims, env=env)
   return data
 
 
-def qlearning_dataset(data: Mapping[str, np.ndarray], terminate_on_end: bool = False) -> dict[str, np.ndarray]:
+def qlearning_dataset(data: Mapping[str, np.ndarray], terminate_on_end: bool = False, *,
+                      source: str = "dataset") -> dict[str, np.ndarray]:
   """``d4rl.qlearning_dataset``: ``(s, a, r, s', done)`` arrays from D4RL rows.
 
   Args:
@@ -106,17 +138,20 @@ def qlearning_dataset(data: Mapping[str, np.ndarray], terminate_on_end: bool = F
       ``rewards [N]``, ``terminals [N]``, ``timeouts [N]``).
     terminate_on_end: keep the last transition of timed-out episodes (D4RL's
       flag; its ``done`` stays 0).
+    source: what to name in errors (a file path).
 
   Returns:
     ``observations [M, S]``, ``actions [M, A]``, ``next_observations [M, S]``,
     ``rewards [M]``, ``terminals [M]`` (float32; 1 only on true terminals),
     with ``M <= N - 1`` (row ``N - 1`` has no successor, as in D4RL).
   """
-  validate(data)
+  validate(data, source)
   n = len(data["rewards"])
   timeouts = np.asarray(data["timeouts"][: n - 1], bool)
   keep = np.ones(n - 1, bool) if terminate_on_end else ~timeouts
   idx = np.nonzero(keep)[0]
+  if not len(idx):
+    raise D4RLFormatError(f"{source}: {n} rows but no transition (every row ends a timed-out episode)")
   return {
       "observations": np.asarray(data["observations"][idx], np.float32),
       "actions": np.asarray(data["actions"][idx], np.float32),

@@ -82,9 +82,19 @@ class OfflineData:
     return reg.Batch(t["observations"], t["actions"], t["rewards"], t["next_observations"], t["terminals"])
 
 
+def _user_file(config) -> str:
+  """``data.hdf5_file`` (a user's own D4RL-format file), or ``""``."""
+  if config.data.source != "d4rl_hdf5":
+    return ""
+  return os.path.expanduser(config.data.get("hdf5_file", "") or "")
+
+
 def dataset_names(config: ml_collections.ConfigDict) -> list[str]:
+  """Names of the config's datasets (a user's file is named after its file name, extension dropped)."""
   if config.data.source == "generated":
     return [f"{t}-{k}" for t in config.data.tasks for k in config.data.kinds]
+  if _user_file(config):
+    return [os.path.splitext(os.path.basename(_user_file(config)))[0]]
   return list(config.data.d4rl_datasets)
 
 
@@ -316,13 +326,10 @@ def load(config, name: str, directory: str) -> OfflineData:
     r0, r1 = meta["random_return"], meta["expert_return"]
     info = {k: v for k, v in meta.items() if not isinstance(v, (list, dict))}
     return _finish(name, task, d4rl.qlearning_dataset(rows), r0, r1, _scale(config, rows, r0, r1), config, info)
+  if config.data.source == "d4rl_hdf5":
+    return _load_hdf5(config, name)
   r0, r1 = d4rl.ref_scores(name)
   task = d4rl.task_of(name)
-  if config.data.source == "d4rl_hdf5":
-    path = os.path.join(os.path.expanduser(config.data.d4rl_dir), f"{name}.hdf5")
-    rows = d4rl.load_hdf5(path)
-    scale = _scale(config, rows, r0, r1)
-    return _finish(name, task, d4rl.qlearning_dataset(rows), r0, r1, scale, config, {"path": path})
   # tfds_d4rl: "halfcheetah-medium-v2" -> d4rl_mujoco_halfcheetah/v2-medium
   parts = name.split("-")
   q, returns = tfds_d4rl.load(task, f"{parts[-1]}-{'-'.join(parts[1:-1])}", data_dir=config.data.data_dir or None)
@@ -331,6 +338,42 @@ def load(config, name: str, directory: str) -> OfflineData:
   else:
     scale = _scale(config, {}, r0, r1)
   return _finish(name, task, q, r0, r1, scale, config, {"catalog": tfds_d4rl.catalog_name(task, parts[-1])})
+
+
+def _load_hdf5(config, name: str) -> OfflineData:
+  """A D4RL -v2 file of ``data.d4rl_dir``, or the user's ``data.hdf5_file`` (checked against its task).
+
+  A user's file is scored with ``data.hdf5_random_return`` / ``data.hdf5_expert_return``;
+  when both are 0 the scores are raw returns (references 0 and 100 make
+  ``100 (R - 0) / (100 - 0) = R``), and ``reward_scale="reference"`` falls back to
+  IQL's ``traj_return`` scale.
+  """
+  info = {}
+  if _user_file(config):
+    path, task = _user_file(config), config.data.hdf5_task
+    r0, r1 = float(config.data.hdf5_random_return), float(config.data.hdf5_expert_return)
+    if r0 == r1 == 0.0:
+      r0, r1 = 0.0, 100.0
+      info["score"] = "raw return"
+    elif r0 == r1:
+      raise d4rl.D4RLFormatError(f"--config.data.hdf5_random_return and --config.data.hdf5_expert_return are both "
+                                 f"{r0:g}; give two different returns, or 0 and 0 for raw returns")
+    hint = "; pass --config.data.hdf5_file=<path of your file>"
+  else:
+    path = os.path.join(os.path.expanduser(config.data.d4rl_dir), f"{name}.hdf5")
+    task = d4rl.task_of(name)
+    r0, r1 = d4rl.ref_scores(name)
+    hint = " and pass --config.data.d4rl_dir=<its folder> (or --config.data.hdf5_file=<your file>)"
+  if task not in mujoco_tasks.DIMS:
+    raise d4rl.D4RLFormatError(f"{path}: task {task!r} is not evaluated; tasks: {sorted(mujoco_tasks.DIMS)}")
+  rows = d4rl.load_hdf5(path, dims=mujoco_tasks.DIMS[task], env=task, missing_hint=hint)
+  q = d4rl.qlearning_dataset(rows, source=path)
+  if info.get("score") == "raw return" and config.data.reward_scale == "reference":
+    scale = d4rl.reward_scale(rows)
+    logging.info("[reg data] %s: no reference returns given; rewards use IQL's trajectory-return scale", path)
+  else:
+    scale = _scale(config, rows, r0, r1)
+  return _finish(name, task, q, r0, r1, scale, config, {"path": path, **info})
 
 
 def is_classic(task: str) -> bool:

@@ -1,0 +1,127 @@
+"""A user's own D4RL-format HDF5 file: any name, checked against its environment, refused if empty."""
+
+import h5py
+import numpy as np
+import pytest
+
+from datasets.offline_rl import d4rl
+from launch import config_schema
+from launch import errors
+from launch import runner
+from launch.configs import reg as reg_config
+from launch.experiments import reg as reg_exp
+from launch.experiments import reg_data
+
+
+def _rows(n, obs_dim, act_dim, seed=0):
+  rng = np.random.default_rng(seed)
+  rows = {
+      "observations": rng.standard_normal((n, obs_dim)).astype(np.float32),
+      "actions": rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
+      "rewards": rng.standard_normal(n).astype(np.float32),
+      "terminals": np.zeros(n, bool),
+      "timeouts": np.zeros(n, bool),
+  }
+  rows["timeouts"][n // 2 - 1:: max(n // 2, 1)] = True
+  return rows
+
+
+def _write(path, rows):
+  with h5py.File(path, "w") as f:
+    for k, v in rows.items():
+      f.create_dataset(k, data=v)
+  return str(path)
+
+
+def _config(tmp_path, path="", task="hopper", refs=(0.0, 0.0)):
+  config = reg_config.get_config("smoke")
+  config.algorithms = ("bc",)
+  config.data.source = "d4rl_hdf5"
+  config.data.d4rl_dir = str(tmp_path)
+  config.data.hdf5_file = path
+  config.data.hdf5_task = task
+  config.data.hdf5_random_return, config.data.hdf5_expert_return = refs
+  config.data.data_dir = str(tmp_path / "data")
+  config.mesh.data = 2
+  return config
+
+
+def test_a_users_file_of_any_name_with_its_reference_returns(tmp_path):
+  path = _write(tmp_path / "my runs.h5", _rows(40, 11, 3))
+  config = _config(tmp_path, path, "hopper", (-20.0, 3000.0))
+  runner.validate(config)
+  assert reg_data.dataset_names(config) == ["my runs"]
+  data = reg_data.load(config, "my runs", str(tmp_path))
+  assert data.task == "hopper" and (data.random_return, data.expert_return) == (-20.0, 3000.0)
+  assert data.obs_dim == 11 and data.action_dim == 3 and data.info["path"] == path
+  assert len(data.transitions["rewards"]) == 38  # two timed-out episode ends dropped
+
+
+def test_without_reference_returns_scores_are_raw_returns(tmp_path):
+  path = _write(tmp_path / "mine.hdf5", _rows(40, 17, 6))
+  data = reg_data.load(_config(tmp_path, path, "walker2d"), "mine", str(tmp_path))
+  returns = np.array([-5.0, 0.0, 1234.5])
+  np.testing.assert_allclose(d4rl.normalized_score(returns, data.random_return, data.expert_return), returns)
+  assert data.info["score"] == "raw return" and data.reward_scale > 0
+
+
+@pytest.mark.parametrize("shape,words", [
+    ({"obs_dim": 17}, "'observations' has 17 columns; hopper observations have 11"),
+    ({"act_dim": 6}, "'actions' has 6 columns; hopper actions have 3"),
+])
+def test_dimensions_are_checked_against_the_environment(tmp_path, shape, words):
+  dims = {"obs_dim": 11, "act_dim": 3, **shape}
+  path = _write(tmp_path / "f.hdf5", _rows(40, dims["obs_dim"], dims["act_dim"]))
+  with pytest.raises(d4rl.D4RLFormatError, match=words):
+    reg_data.load(_config(tmp_path, path, "hopper"), "f", str(tmp_path))
+  # A catalog name is checked against its own environment too.
+  _write(tmp_path / "hopper-medium-v2.hdf5", _rows(40, dims["obs_dim"], dims["act_dim"]))
+  with pytest.raises(d4rl.D4RLFormatError, match=words):
+    reg_data.load(_config(tmp_path), "hopper-medium-v2", str(tmp_path))
+
+
+def test_ranks_are_checked(tmp_path):
+  rows = _rows(40, 11, 3)
+  rows["rewards"] = rows["rewards"][:, None]
+  path = _write(tmp_path / "f.hdf5", rows)
+  with pytest.raises(d4rl.D4RLFormatError, match=r"f.hdf5: 'rewards' must be \[N\], got shape \(40, 1\)"):
+    reg_data.load(_config(tmp_path, path), "f", str(tmp_path))
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_an_empty_or_one_row_file_is_refused_before_compiling(tmp_path, monkeypatch, n):
+  path = _write(tmp_path / "tiny.hdf5", _rows(n, 11, 3))
+
+  def compiled(*args, **kwargs):
+    raise AssertionError("compilation started")
+
+  monkeypatch.setattr(reg_exp, "init_states", compiled)
+  monkeypatch.setattr(reg_exp, "chunk_fn", compiled)
+  with pytest.raises(d4rl.D4RLFormatError, match=f"tiny.hdf5: {n} rows?; at least 2") as e:
+    runner.run(_config(tmp_path, path), str(tmp_path / "run"))
+  assert isinstance(e.value, errors.user_error_types())
+
+
+def test_a_file_without_any_transition_is_refused(tmp_path):
+  rows = _rows(2, 11, 3)
+  rows["timeouts"][:] = [True, False]  # the only transition crosses an episode end
+  path = _write(tmp_path / "cut.hdf5", rows)
+  with pytest.raises(d4rl.D4RLFormatError, match="no transition"):
+    reg_data.load(_config(tmp_path, path), "cut", str(tmp_path))
+
+
+def test_a_missing_file_is_a_data_error_naming_the_flag(tmp_path):
+  with pytest.raises(d4rl.D4RLFormatError, match="--config.data.hdf5_file") as e:
+    reg_data.load(_config(tmp_path, str(tmp_path / "absent.h5")), "absent", str(tmp_path))
+  assert isinstance(e.value, FileNotFoundError)
+  with pytest.raises(d4rl.D4RLFormatError, match="--config.data.d4rl_dir"):
+    reg_data.load(_config(tmp_path), "hopper-medium-v2", str(tmp_path))
+
+
+@pytest.mark.parametrize("key", ["data.hdf5_random_return", "data.hdf5_expert_return"])
+def test_nan_reference_returns_are_refused_by_the_config(tmp_path, key):
+  config = _config(tmp_path, "x.h5")
+  node, name = config.data, key.split(".")[1]
+  node[name] = float("nan")
+  with pytest.raises(config_schema.ConfigError, match=key):
+    runner.validate(config)
