@@ -1,0 +1,95 @@
+"""Hyperparameters of latent flow matching: one declaration each.
+
+Briq, Kamp, Fried, Cohen, Kesselheim, "Exploring and Exploiting Stability in
+Latent Flow Matching" (ICML 2026, arXiv 2605.08398): the velocity networks
+(a small and a large one), the flow-matching training (Sec. 2), the ODE
+sampler with its coarse-to-fine split (Sec. 5), the in-repo autoencoder that
+defines the latent space, the in-repo classifier whose features score samples
+and evaluate them, and the data-reduction scores (Sec. 6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from methods.common import hparams
+
+SOLVERS = ("euler", "midpoint", "heun")
+SCORE_KEEP = ("high", "low")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetConfig(hparams.Hyperparameters):
+  """A DiT-style velocity network ``v(x_t, t, y)`` on latent patches (Peebles & Xie, 2023)."""
+
+  width: int = hparams.field(64, "Token width (DiT hidden size).", low=8)
+  depth: int = hparams.field(2, "Transformer blocks.", low=1)
+  heads: int = hparams.field(4, "Attention heads.", low=1)
+  patch: int = hparams.field(1, "Latent patch side (tokens = (h/p)(w/p)).", low=1)
+  mlp_ratio: int = hparams.field(4, "MLP hidden size / width.", low=1)
+
+  def checks(self):
+    if self.width % self.heads:
+      yield "heads", f"{self.heads} does not divide width={self.width}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowConfig(hparams.Hyperparameters):
+  """Conditional flow matching training with the linear path (Lipman et al., 2023, Eq. 23; paper Sec. 2)."""
+
+  batch_size: int = hparams.field(128, "Latents per training step.", low=1)
+  learning_rate: float = hparams.field(1e-3, "Adam learning rate.", low=0, low_open=True)
+  grad_clip: float = hparams.field(1.0, "Global gradient-norm clip.", low=0, low_open=True)
+  ema_decay: float = hparams.field(0.999, "EMA decay of the weights (paper: 0.9999).", low=0, high=1, high_open=True)
+  class_conditional: bool = hparams.field(False, "Condition the velocity on the class label.")
+  label_dropout: float = hparams.field(0.1, "Probability of the null label in training (class-conditional only).",
+                                       low=0, high=1, high_open=True)
+  num_classes: int = hparams.field(10, "Classes of the labels.", low=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerConfig(hparams.Hyperparameters):
+  """Fixed-step ODE sampling from t = 0 (noise) to t = 1 (data); the coarse-to-fine split."""
+
+  solver: str = hparams.field("euler", "ODE solver.", choices=SOLVERS)
+  steps: int = hparams.field(60, "Uniform solver steps over [0, 1] (paper: 60 Euler steps).", low=1, high=10_000)
+  t_split: float = hparams.field(0.7, "Coarse-to-fine: small model for t < t_split, large for t >= t_split.",
+                                 low=0, high=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoencoderConfig(hparams.Hyperparameters):
+  """The autoencoder trained in-repo; its latents are what the flow models."""
+
+  channels: int = hparams.field(256, "Hidden width of the encoder and decoder MLPs.", low=1)
+  latent_channels: int = hparams.field(2, "Latent channels.", low=1)
+  downsample: int = hparams.field(1, "Stride-2 stages (latent side = image side / 2^downsample).", low=0, high=4)
+  steps: int = hparams.field(2000, "Adam steps.", low=1)
+  batch_size: int = hparams.field(128, "Images per step.", low=1)
+  learning_rate: float = hparams.field(2e-3, "Adam learning rate.", low=0, low_open=True)
+  latent_penalty: float = hparams.field(1e-3, "Weight of mean z^2 (keeps latents near unit scale).", low=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierConfig(hparams.Hyperparameters):
+  """The MLP classifier trained in-repo; its penultimate layer is the feature space of every metric."""
+
+  channels: int = hparams.field(256, "First hidden layer width.", low=1)
+  features: int = hparams.field(64, "Penultimate feature dimension.", low=2)
+  steps: int = hparams.field(1500, "Adam steps.", low=1)
+  batch_size: int = hparams.field(128, "Images per step.", low=1)
+  learning_rate: float = hparams.field(2e-3, "Adam learning rate.", low=0, low_open=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoringConfig(hparams.Hyperparameters):
+  """Sample scores for data reduction (paper Sec. 6)."""
+
+  num_clusters: int = hparams.field(10, "Cosine k-means clusters.", low=1)
+  kmeans_iters: int = hparams.field(30, "Lloyd iterations.", low=1)
+  loss_times: int = hparams.field(8, "K: loss score on t = linspace(0, 1, K + 2)[1:-1].", low=1)
+  loss_draws: int = hparams.field(4, "Fixed noise draws per sample and t.", low=1)
+  grad_draws: int = hparams.field(2, "Noise/t draws per sample of the gradient score.", low=1)
+  keep: str = hparams.field("high", "Loss/gradient scores keep the highest or the lowest scores.", choices=SCORE_KEEP)
+  herding_bandwidth: float = hparams.field(1.0, "RBF bandwidth of kernel herding (x median distance).",
+                                           low=0, low_open=True)
