@@ -94,6 +94,8 @@ class Range(Constraint):
     return f"{'(' if self.lo_open or self.lo is None else '['}{lo}, {hi}{')' if self.hi_open or self.hi is None else ']'}"
 
   def check(self, value):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+      return f"{value!r} is not a number; allowed: {self.describe()}"
     if _is_float(value) and math.isnan(value):
       return f"{value!r} is not a number; allowed: {self.describe()}"
     bad_lo = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
