@@ -45,7 +45,8 @@ class ChatClient:
                timeout_s: float = 60.0, temperature: float = 0.7, max_tokens: int = 800):
     if not base_url or not model:
       raise LLMError("config", "an LLM proposer needs a base URL and a model name "
-                     "(config llm.base_url / llm.model, or MODEL_SMC_LLM_BASE_URL / MODEL_SMC_LLM_MODEL)")
+                     "(--config.llm.base_url=URL --config.llm.model=NAME, or MODEL_SMC_LLM_BASE_URL / "
+                     "MODEL_SMC_LLM_MODEL in the environment)")
     if not re.match(r"^https?://", base_url):
       raise LLMError("config", f"base URL must start with http:// or https:// (got {base_url!r})")
     self.url = base_url.rstrip("/") + "/chat/completions"

@@ -28,6 +28,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from datasets.offline_rl import d4rl
+
 TASKS = ("halfcheetah", "hopper", "walker2d")
 CONFIGS = ("v2-random", "v2-medium", "v2-expert", "v2-medium-replay", "v2-medium-expert", "v2-full-replay")
 
@@ -102,7 +104,7 @@ def episodes_to_transitions(episodes: Iterable[Mapping[str, Any]], terminate_on_
   """Transitions of many RLDS episodes (each a dict with ``steps``), concatenated in order."""
   parts = [episode_to_transitions(e["steps"], terminate_on_end) for e in episodes]
   if not parts:
-    raise ValueError("no episodes")
+    raise d4rl.D4RLFormatError("the dataset has no episodes")
   return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 

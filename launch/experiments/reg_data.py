@@ -332,7 +332,14 @@ def load(config, name: str, directory: str) -> OfflineData:
   task = d4rl.task_of(name)
   # tfds_d4rl: "halfcheetah-medium-v2" -> d4rl_mujoco_halfcheetah/v2-medium
   parts = name.split("-")
-  q, returns = tfds_d4rl.load(task, f"{parts[-1]}-{'-'.join(parts[1:-1])}", data_dir=config.data.data_dir or None)
+  catalog_config = f"{parts[-1]}-{'-'.join(parts[1:-1])}"
+  q, returns = tfds_d4rl.load(task, catalog_config, data_dir=config.data.data_dir or None)
+  source = tfds_d4rl.catalog_name(task, catalog_config)
+  if not len(q["rewards"]):
+    raise d4rl.D4RLFormatError(f"{source}: no transition")
+  for k, want in zip(("observations", "actions"), mujoco_tasks.DIMS[task]):
+    if q[k].ndim != 2 or q[k].shape[1] != want:
+      raise d4rl.D4RLFormatError(f"{source}: '{k}' has shape {q[k].shape}; {task} {k} have {want} columns")
   if config.data.reward_scale == "traj_return":
     scale = 1000.0 / max(float(np.ptp(returns)), 1e-6)
   else:
