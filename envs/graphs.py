@@ -1,0 +1,228 @@
+"""Padded graphs in JAX: fixed-size sender/receiver arrays with masks, segment-sum aggregations.
+
+A :class:`Graph` holds at most ``N`` nodes and ``E`` undirected edges; each
+edge is stored once (``senders[e] < receivers[e]`` after :func:`simplify`) and
+aggregations use both directions. Padding nodes and edges are masked out, so
+every function here is jittable and ``jax.vmap``-able over a batch of graphs
+of different sizes (the layout of jraph's ``GraphsTuple``, one graph per row).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class Graph(NamedTuple):
+  """An undirected graph padded to ``N`` nodes and ``E`` edges."""
+
+  senders: jax.Array  # [E] int32
+  receivers: jax.Array  # [E] int32
+  edge_mask: jax.Array  # [E] bool
+  node_mask: jax.Array  # [N] bool
+
+  @property
+  def num_nodes(self) -> jax.Array:
+    return jnp.sum(self.node_mask, axis=-1)
+
+  @property
+  def num_edges(self) -> jax.Array:
+    return jnp.sum(self.edge_mask, axis=-1)
+
+
+def _directed(graph: Graph):
+  """Both directions of every edge: ``(src [2E], dst [2E], mask [2E])``."""
+  src = jnp.concatenate([graph.senders, graph.receivers])
+  dst = jnp.concatenate([graph.receivers, graph.senders])
+  mask = jnp.concatenate([graph.edge_mask, graph.edge_mask])
+  return src, dst, mask
+
+
+def degree(graph: Graph) -> jax.Array:
+  """Node degrees ``[N]`` (float32; padding nodes have degree 0)."""
+  n = graph.node_mask.shape[-1]
+  _, dst, mask = _directed(graph)
+  return jax.ops.segment_sum(mask.astype(jnp.float32), dst, num_segments=n)
+
+
+def aggregate(graph: Graph, h: jax.Array, kind: str) -> jax.Array:
+  """Neighbourhood aggregation of node features ``h [N, D]``.
+
+  Args:
+    graph: the graph.
+    h: node features.
+    kind: ``"sum"``, ``"mean"``, ``"min"``, ``"max"`` over neighbours (nodes
+      without neighbours get 0), or ``"gcn"``: the symmetric normalisation
+      with self-loops of Kipf & Welling (2017), ``D~^-1/2 (A + I) D~^-1/2 h``.
+
+  Returns:
+    ``[N, D]`` aggregated features.
+  """
+  n = graph.node_mask.shape[-1]
+  src, dst, mask = _directed(graph)
+  m = mask[:, None]
+  if kind in ("sum", "mean", "gcn"):
+    deg = degree(graph)
+    if kind == "gcn":
+      inv = jax.lax.rsqrt(deg + 1.0)
+      msg = jnp.where(m, h[src] * inv[src][:, None], 0.0)
+      return inv[:, None] * (jax.ops.segment_sum(msg, dst, num_segments=n) + inv[:, None] * h)
+    s = jax.ops.segment_sum(jnp.where(m, h[src], 0.0), dst, num_segments=n)
+    return s if kind == "sum" else s / jnp.maximum(deg, 1.0)[:, None]
+  if kind in ("min", "max"):
+    fill = jnp.inf if kind == "min" else -jnp.inf
+    op = jax.ops.segment_min if kind == "min" else jax.ops.segment_max
+    out = op(jnp.where(m, h[src], fill), dst, num_segments=n)
+    return jnp.where(jnp.isfinite(out), out, 0.0)
+  raise ValueError(f"unknown aggregation {kind!r}")
+
+
+def attention(graph: Graph, h: jax.Array, wq: jax.Array, wk: jax.Array) -> jax.Array:
+  """Single-head dot-product attention over each node's neighbours and itself.
+
+  Args:
+    graph: the graph.
+    h: ``[N, D]`` node features (also the values).
+    wq, wk: ``[D, D]`` query and key projections.
+
+  Returns:
+    ``[N, D]``: ``sum_j softmax_j(q_i . k_j / sqrt(D)) h_j`` over ``j`` in
+    ``N(i) + {i}`` (graph transformer layer with random weights).
+  """
+  n, d = h.shape
+  src, dst, mask = _directed(graph)
+  loops = jnp.arange(n, dtype=src.dtype)
+  src = jnp.concatenate([src, loops])
+  dst = jnp.concatenate([dst, loops])
+  mask = jnp.concatenate([mask, graph.node_mask])
+  q, k = h @ wq, h @ wk
+  score = jnp.sum(q[dst] * k[src], axis=-1) / jnp.sqrt(jnp.float32(d))
+  score = jnp.where(mask, score, -jnp.inf)
+  top = jax.ops.segment_max(score, dst, num_segments=n)
+  w = jnp.where(mask, jnp.exp(score - top[dst]), 0.0)
+  z = jax.ops.segment_sum(w, dst, num_segments=n)
+  out = jax.ops.segment_sum(w[:, None] * h[src], dst, num_segments=n)
+  return out / jnp.maximum(z, 1e-30)[:, None]
+
+
+def components(graph: Graph, max_rounds: int = 64) -> jax.Array:
+  """Connected-component labels ``[N]``: the smallest node id of each component.
+
+  Min-label propagation along edges with pointer jumping (``l <- l[l]``), so
+  a path of length ``k`` needs ``O(log k)`` rounds; stops when nothing
+  changes (at most ``max_rounds`` rounds of a while loop).
+  """
+  n = graph.node_mask.shape[-1]
+  src, dst, mask = _directed(graph)
+  big = jnp.int32(n)
+
+  def body(carry):
+    label, _, i = carry
+    nb = jax.ops.segment_min(jnp.where(mask, label[src], big), dst, num_segments=n)
+    new = jnp.minimum(label, nb)
+    # Hook each label's root to the smallest label seen by any of its members.
+    new = new.at[label].min(new)
+    for _ in range(2):
+      new = new[new]
+    return new, jnp.any(new != label), i + 1
+
+  label0 = jnp.arange(n, dtype=jnp.int32)
+  label, _, _ = jax.lax.while_loop(
+      lambda c: c[1] & (c[2] < max_rounds), body, (label0, jnp.bool_(True), jnp.int32(0))
+  )
+  return label
+
+
+def largest_component(graph: Graph) -> jax.Array:
+  """``[N]`` bool: the nodes of the largest connected component (ties: smallest id)."""
+  n = graph.node_mask.shape[-1]
+  label = components(graph)
+  size = jax.ops.segment_sum(graph.node_mask.astype(jnp.int32), label, num_segments=n)
+  return graph.node_mask & (label == jnp.argmax(size))
+
+
+def simplify(graph: Graph) -> Graph:
+  """Drops self-loops, parallel edges and edges touching masked nodes.
+
+  Each kept edge is stored once as ``(min, max)``; masked-out slots keep
+  their (meaningless) ids. Sorting by ``u * N + v`` needs ``N**2 < 2**31``.
+  """
+  n = graph.node_mask.shape[-1]
+  u = jnp.minimum(graph.senders, graph.receivers)
+  v = jnp.maximum(graph.senders, graph.receivers)
+  ok = graph.edge_mask & (u != v) & graph.node_mask[u] & graph.node_mask[v]
+  key = jnp.where(ok, u * n + v, jnp.iinfo(jnp.int32).max)
+  order = jnp.argsort(key)
+  key, u, v, ok = key[order], u[order], v[order], ok[order]
+  first = jnp.concatenate([jnp.ones((1,), bool), key[1:] != key[:-1]])
+  return Graph(u, v, ok & first, graph.node_mask)
+
+
+def relabel(graph: Graph, new_id: jax.Array, node_mask: jax.Array) -> Graph:
+  """The same graph with node ``i`` renamed ``new_id[i]`` (edges stored as ``(min, max)``)."""
+  s, r = new_id[graph.senders], new_id[graph.receivers]
+  return Graph(jnp.minimum(s, r), jnp.maximum(s, r), graph.edge_mask, node_mask)
+
+
+def compacting_permutation(key: jax.Array, node_mask: jax.Array):
+  """A random order of the valid nodes, first, then the padding.
+
+  Returns:
+    ``(order [N], new_id [N])``: ``order[j]`` is the old id of new node
+    ``j``; ``new_id`` is its inverse. Uniform over the valid nodes' orders.
+  """
+  n = node_mask.shape[-1]
+  score = jnp.where(node_mask, jax.random.uniform(key, (n,)), 2.0 + jnp.arange(n) / n)
+  order = jnp.argsort(score)
+  new_id = jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+  return order, new_id
+
+
+def pagerank(graph: Graph, damping: float = 0.85, iterations: int = 30) -> jax.Array:
+  """PageRank ``[N]`` by power iteration (dangling nodes teleport uniformly)."""
+  n = graph.node_mask.shape[-1]
+  valid = graph.node_mask.astype(jnp.float32)
+  count = jnp.maximum(jnp.sum(valid), 1.0)
+  deg = degree(graph)
+  src, dst, mask = _directed(graph)
+
+  def step(p, _):
+    share = jnp.where(deg > 0, p / jnp.maximum(deg, 1.0), 0.0)
+    flow = jax.ops.segment_sum(jnp.where(mask, share[src], 0.0), dst, num_segments=n)
+    dangling = jnp.sum(jnp.where(deg > 0, 0.0, p))
+    return valid * ((1 - damping) / count + damping * (flow + dangling / count)), None
+
+  p, _ = jax.lax.scan(step, valid / count, None, length=iterations)
+  return p
+
+
+def laplacian_eigenvectors(graph: Graph, key: jax.Array, k: int, iterations: int = 40) -> jax.Array:
+  """Approximate eigenvectors ``[N, k]`` of the normalised Laplacian's smallest non-trivial eigenvalues.
+
+  Subspace iteration with QR on ``(I + D^-1/2 A D^-1/2) / 2`` (same
+  eigenvectors, order reversed, spectrum in ``[0, 1]``), deflating the trivial
+  eigenvector ``sqrt(d)``; each column is scaled to unit variance over the
+  valid nodes. An approximation: ``iterations`` controls its accuracy.
+  """
+  n = graph.node_mask.shape[-1]
+  valid = graph.node_mask.astype(jnp.float32)[:, None]
+  deg = degree(graph)
+  inv = jnp.where(deg > 0, jax.lax.rsqrt(jnp.maximum(deg, 1.0)), 0.0)[:, None]
+  trivial = jnp.sqrt(deg)[:, None]
+  trivial = trivial / jnp.maximum(jnp.linalg.norm(trivial), 1e-12)
+
+  def op(x):
+    x = x - trivial * (trivial.T @ x)
+    y = 0.5 * (x + inv * aggregate(graph, inv * x, "sum"))
+    return valid * (y - trivial * (trivial.T @ y))
+
+  def step(q, _):
+    q, _ = jnp.linalg.qr(op(q))
+    return q, None
+
+  q0 = valid * jax.random.normal(key, (n, k))
+  q, _ = jax.lax.scan(step, jnp.linalg.qr(q0)[0], None, length=iterations)
+  count = jnp.maximum(jnp.sum(valid), 1.0)
+  return q * jnp.sqrt(count)
