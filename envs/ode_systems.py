@@ -9,7 +9,8 @@ with fine fixed-step RK4 and adds observation noise:
 * ``lognormal``: ``log y = log z + sigma * eps`` (positive states);
 * ``gaussian``: ``y = z + sigma * eps``.
 
-Pure JAX, no dependency on ``methods``.
+:data:`SYSTEMS` is the one table of simulated systems. Pure JAX, no
+dependency on ``methods``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class OdeSystem(NamedTuple):
     noise: ``lognormal`` or ``gaussian``.
     noise_scale: ``sigma``.
     rhs: ``(x [S], params dict) -> dx/dt [S]``.
+    description: what the states mean (for LLM prompts and reports).
+    library: ModelSMC's default candidate term bodies for this system (empty:
+      the default library built from the state names).
   """
 
   name: str
@@ -50,6 +54,8 @@ class OdeSystem(NamedTuple):
   noise: str
   noise_scale: float
   rhs: Callable
+  description: str = ""
+  library: tuple[str, ...] = ()
 
 
 def _lotka_volterra(x, p):
@@ -82,6 +88,7 @@ LOTKA_VOLTERRA = OdeSystem(
     noise="lognormal",
     noise_scale=0.25,
     rhs=_lotka_volterra,
+    description="Simulated predator-prey data: x prey, y predator, one row per time unit.",
 )
 
 # Units: hundreds of people (the 1978 school had N = 763); time in days.
@@ -97,6 +104,7 @@ SIR = OdeSystem(
     noise="lognormal",
     noise_scale=0.15,
     rhs=_sir,
+    description="Simulated epidemic in hundreds of people: S susceptible, I infected, R recovered; t in days.",
 )
 
 DAMPED_OSCILLATOR = OdeSystem(
@@ -111,9 +119,14 @@ DAMPED_OSCILLATOR = OdeSystem(
     noise="gaussian",
     noise_scale=0.1,
     rhs=_damped_oscillator,
+    description="Simulated oscillator: x position, v velocity.",
+    library=("a*x", "a*v"),
 )
 
+# The one table of simulated systems: a new system is one entry here (the
+# ModelSMC experiment runs it with task=sim and --config.sim.system=<name>).
 SYSTEMS = {s.name: s for s in (LOTKA_VOLTERRA, SIR, DAMPED_OSCILLATOR)}
+NOISE_KINDS = ("lognormal", "gaussian")
 
 
 def solve(system: OdeSystem, params: dict | None = None, *, num_points: int | None = None,
@@ -130,21 +143,33 @@ def rk4_solve(rhs: Callable, x0: jax.Array, *, num_points: int, dt: float, subst
               bound: float) -> jax.Array:
   """``[num_points, S]`` states at ``t = 0, dt, ...`` by fixed-step RK4.
 
+  Overflow cannot happen silently inside a step: every stage's input state
+  is clipped to ``[-bound, bound]``, every stage slope to ``[-bound / h,
+  bound / h]`` (an infinite slope from an overflowing right-hand side
+  becomes the largest allowed one) and the step's result to ``[-bound,
+  bound]``. Inside the bound all clips are the identity, so solutions that
+  stay bounded are unchanged. A NaN slope (a right-hand side outside its
+  domain, e.g. ``log`` of a negative state) is not hidden: it propagates.
+
   Args:
     rhs: ``(x [S], t) -> dx/dt [S]``.
     x0: ``[S]`` state at ``t = 0``.
     num_points: number of output times (static).
     dt: output spacing; the step is ``h = dt / substeps``.
     substeps: RK4 steps per output interval (static).
-    bound: states are clipped to ``[-bound, bound]`` after each step.
+    bound: the bound of every stage's state (``math.inf``: no bound).
   """
   h = dt / substeps
+  slope_bound = bound / h
+
+  def stage(x, t):
+    return jnp.clip(rhs(jnp.clip(x, -bound, bound), t), -slope_bound, slope_bound)
 
   def rk4(x, t):
-    k1 = rhs(x, t)
-    k2 = rhs(x + 0.5 * h * k1, t + 0.5 * h)
-    k3 = rhs(x + 0.5 * h * k2, t + 0.5 * h)
-    k4 = rhs(x + h * k3, t + h)
+    k1 = stage(x, t)
+    k2 = stage(x + 0.5 * h * k1, t + 0.5 * h)
+    k3 = stage(x + 0.5 * h * k2, t + 0.5 * h)
+    k4 = stage(x + h * k3, t + h)
     return jnp.clip(x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4), -bound, bound)
 
   def interval(x, i):

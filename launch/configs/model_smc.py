@@ -8,6 +8,24 @@ Tasks (``task=``):
   pelts      Hudson's Bay lynx and hare pelts, fit 1900-1915, held out 1916-1920.
   flu        1978 boarding-school influenza (S, I = in bed, C = convalescent),
              fit days 1-10, held out days 11-14.
+  sim        any simulated system of envs.ode_systems.SYSTEMS (the one table of
+             simulated systems): ``:cpu,task=sim,system=<name>`` takes the
+             system's states, noise kind, rows and library (default: built
+             from the state names) at config time.
+
+Defaults that override another source of truth (each is logged when it
+applies): ``sim.noise_scale > 0`` replaces the simulated system's own noise
+sd (the exact task sets 0.3 against the oscillator's 0.1); the exact task
+simulates ``num_fit`` rows instead of the system's ``num_points``; with
+``problem.init="fixed"`` a simulated task fixes the initial states at the
+system's true ``x0`` (real data: the first row, or the table's known
+values for latent states); latent states of a simulated task centre their
+``x0`` prior on the true ``x0``. ``problem.noise`` must equal the simulated
+system's noise kind (a config error otherwise) unless
+``sim.allow_noise_mismatch=True``. Fitted initial states are on the real
+line with Gaussian noise and on the log scale with lognormal noise
+(``problem.init_space``; results.json records the one in use as
+``init_scale``).
 
 Launch from the repository root:
 
@@ -15,6 +33,7 @@ Launch from the repository root:
       --workdir=runs/model_smc_pelts
   python -m launch.main --config=launch/configs/model_smc.py:smoke,task=lv_sim --workdir=...
   python -m launch.main --config=launch/configs/model_smc.py:cpu,task=exact --workdir=...
+  python -m launch.main --config=launch/configs/model_smc.py:cpu,task=sim,system=sir --workdir=...
   # the reference's evidence-weighted scheme with an LLM proposer
   # (endpoint from MODEL_SMC_LLM_BASE_URL / MODEL_SMC_LLM_MODEL / OPENAI_API_KEY):
   python -m launch.main --config=launch/configs/model_smc.py:cpu,task=pelts \
@@ -29,6 +48,7 @@ import math
 
 import ml_collections
 
+from envs import ode_systems
 from launch import llm_client
 from launch.configs import common
 from methods.common import hparams
@@ -36,25 +56,23 @@ from methods.model_smc import fit as fit_lib
 from methods.model_smc import model as mdl
 from methods.model_smc import reference
 from methods.model_smc import smc
+from methods.model_smc import structure as st
 
 F = hparams.field
-TASKS = ("exact", "lv_sim", "pelts", "flu")
+TASKS = ("exact", "lv_sim", "pelts", "flu", "sim")
+# Named simulated tasks -> their system in envs.ode_systems.SYSTEMS (task=sim: config.sim.system).
+SIMULATED = {"exact": "damped_oscillator", "lv_sim": "lotka_volterra"}
 ALGORITHMS = ("tempered", "evidence_weighted")
 PROPOSALS = ("grammar", "llm")
 BASELINES = ("hill_climb", "sindy")
-LV_LIBRARY = ("a", "a*{x}", "a*{y}", "a*{x}*{y}", "a*{x}^2", "a*{y}^2")
-
-
-def _lv_library(x: str, y: str) -> tuple[str, ...]:
-  return tuple(b.format(x=x, y=y) for b in LV_LIBRARY)
 
 
 @dataclasses.dataclass(frozen=True)
 class Run(hparams.Hyperparameters):
   """The experiment's own keys (the method's are the sections fit, smc, reference, problem)."""
 
-  task: str = F("pelts", "Task: exact | lv_sim | pelts | flu.", choices=TASKS)
-  library: tuple[str, ...] = F(_lv_library("hare", "lynx"),
+  task: str = F("pelts", "Task: exact | lv_sim | pelts | flu | sim.", choices=TASKS)
+  library: tuple[str, ...] = F(st.default_bodies(("hare", "lynx")),
                                "Candidate term bodies (each term is sign * body; parameters fitted in log space).",
                                nonempty=True)
   algorithm: str = F("tempered", "tempered SMC, or evidence_weighted (the reference's scheme).", choices=ALGORITHMS)
@@ -99,8 +117,16 @@ class Exact(hparams.Hyperparameters):
 class Sim(hparams.Hyperparameters):
   """Simulated data (config section ``sim``)."""
 
-  noise_scale: float = F(0.25, "Observation noise sd of the simulated tasks.", low=0, low_open=True)
+  system: str = F("lotka_volterra", "The simulated system (a key of envs.ode_systems.SYSTEMS); set by the task.",
+                  nonempty=True)
+  noise_scale: float = F(0.0, "Observation noise sd; 0 keeps the system's own, > 0 overrides it (logged).", low=0)
   data_seed: int = F(0, "Seed of the simulated data.", low=0)
+  allow_noise_mismatch: bool = F(False, "Allow problem.noise to differ from the system's noise kind.")
+
+  def checks(self):
+    if self.system not in ode_systems.SYSTEMS:
+      yield "system", f"unknown simulated system {self.system!r}; the table envs.ode_systems.SYSTEMS has " \
+                      f"{sorted(ode_systems.SYSTEMS)}"
 
 
 # (config prefix, declaration) of every section.
@@ -112,10 +138,12 @@ SECTIONS = (
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>[,task=exact|lv_sim|pelts|flu]"``."""
-  opts = common.parse_arg(arg, task="pelts")
+  """Config for ``arg`` = ``"<preset>[,task=exact|lv_sim|pelts|flu|sim][,system=<name>]"``."""
+  opts = common.parse_arg(arg, task="pelts", system="lotka_volterra")
   if opts.task not in TASKS:
     raise ValueError(f"unknown task {opts.task!r}; allowed: {list(TASKS)}")
+  if opts.system not in ode_systems.SYSTEMS:
+    raise ValueError(f"unknown system {opts.system!r}; envs.ode_systems.SYSTEMS has {sorted(ode_systems.SYSTEMS)}")
   config = common.base_config("model_smc", opts.preset)
   for prefix, cls in SECTIONS:
     common.add_section(config, cls, prefix)
@@ -133,8 +161,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.smc.mcmc_steps = 5
   config.smc.max_delta = 0.1
 
+  if opts.task in SIMULATED or opts.task == "sim":  # the system's states, noise, rows and library
+    system = ode_systems.SYSTEMS[SIMULATED.get(opts.task, opts.system)]
+    config.sim.system = system.name
+    config.library = system.library or st.default_bodies(system.states)
+    config.problem.noise = system.noise
+    config.num_fit = system.num_points - max(1, system.num_points // 4)
   if opts.task == "exact":
-    config.library = ("a*x", "a*v")
     config.problem.substeps = 4
     config.problem.noise = "gaussian"
     config.problem.init = "fixed"
@@ -150,10 +183,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.smc.num_particles = 100
     config.smc.p_include = 0.5
     config.smc.max_terms = 2
-    config.sim.noise_scale = 0.3
+    config.sim.noise_scale = 0.3  # overrides the oscillator's own 0.1 (logged)
     config.baselines = ("hill_climb",)
-  elif opts.task == "lv_sim":
-    config.library = _lv_library("x", "y")
   elif opts.task == "flu":
     config.library = ("a*S*I", "a*S", "a*I", "a*C")
     config.problem.noise_offset = 0.01  # one boy, in hundreds

@@ -19,6 +19,7 @@ from __future__ import annotations
 from absl import logging
 import ml_collections
 
+from envs import ode_systems
 from launch import config_schema as cs
 from launch import mesh as mesh_lib
 from launch.configs import common
@@ -44,10 +45,22 @@ from methods.model_smc.evaluator import Evaluator
 
 def _checks(config):
   """Cross-field checks that need the task (each yields ``(key, message)``)."""
-  rows = tasks.num_rows(config.task)
+  if config.task in smc_config.TASKS and config.task not in ("pelts", "flu"):
+    if config.sim.system not in ode_systems.SYSTEMS:
+      return  # named by the sim section's own check
+    expected = smc_config.SIMULATED.get(config.task)
+    if expected is not None and config.sim.system != expected:
+      yield "sim.system", f"task {config.task!r} simulates {expected!r}; use task=sim,system={config.sim.system}"
+      return
+    system = ode_systems.SYSTEMS[config.sim.system]
+    if config.problem.noise != system.noise and not config.sim.allow_noise_mismatch:
+      yield "problem.noise", (f"{config.problem.noise!r} observation model, but {system.name!r} is simulated with "
+                              f"{system.noise} noise; set problem.noise={system.noise!r} (or "
+                              "sim.allow_noise_mismatch=True to fit the wrong model on purpose)")
+  rows = tasks.num_rows(config)
   if rows is not None and not 3 <= config.num_fit < rows:
     yield "num_fit", f"{config.num_fit} training rows; task {config.task!r} has {rows} rows (need 3 <= num_fit < {rows})"
-  states = tasks.STATES[config.task]
+  states = tasks.states_of(config)
   seen = set()
   for i, body in enumerate(config.library):
     if not body.strip():
@@ -104,6 +117,8 @@ def make_evaluator(config, task: tasks.Task, library: st.Library, mesh) -> Evalu
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs the task; returns ``results.json``'s content."""
   task = tasks.build(config)
+  logging.info("[model_smc %s] initial states: %s (problem.init=%r, problem.init_space=%r, noise %s)", config.task,
+               task.spec.init_scale, config.problem.init, config.problem.init_space, config.problem.noise)
   library = st.Library(task.states, config.library)
   evaluator = make_evaluator(config, task, library, ctx.mesh)
   grammar = grammar_lib.GrammarProposal(library, max_terms=config.smc.max_terms, move_probs=config.smc.move_probs)

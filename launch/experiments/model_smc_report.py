@@ -32,31 +32,58 @@ def finite_or_text(x: float) -> Any:
 _f = finite_or_text
 
 
+def posterior_sd(h: np.ndarray) -> tuple[Optional[np.ndarray], str]:
+  """``(sd [D], "")`` of the Laplace posterior ``N(phi*, H^-1)``, or ``(None, reason)``.
+
+  Only a positive definite ``H`` (Cholesky in float64) defines a Laplace
+  posterior; otherwise there is no interval, and the reason says why (an
+  indefinite ``H`` is a saddle or a ridge, not a mode: its inverse would give
+  zero-width or negative-variance "intervals").
+  """
+  h = 0.5 * (h + h.T)
+  if not np.all(np.isfinite(h)):
+    return None, "the Hessian at the optimum is not finite"
+  try:
+    chol = np.linalg.cholesky(h)
+  except np.linalg.LinAlgError:
+    w = np.linalg.eigvalsh(h)
+    return None, f"the Hessian at the optimum is not positive definite (smallest eigenvalue {w[0]:.3g})"
+  inv = np.linalg.inv(chol)
+  return np.sqrt(np.sum(inv * inv, axis=0)), ""
+
+
 def parameter_table(evaluator: Evaluator, m: st.Structure) -> dict:
-  """``{name: {"map", "lo90", "hi90"}}`` on the natural scale (Laplace intervals)."""
+  """``{name: {"map", "lo90", "hi90", "interval"}}`` on the natural scale.
+
+  ``interval`` is ``"laplace"`` (from a positive definite Hessian) or
+  ``"none"`` (then ``lo90 = hi90 = None`` and ``reason`` says why): an
+  interval is never reported with zero width.
+  """
   rec = evaluator.record(m)
   phi = np.asarray(rec.phi, np.float64)
-  h = np.asarray(evaluator.neg_hessian(m), np.float64)
-  try:
-    cov = np.linalg.inv(0.5 * (h + h.T))
-    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-  except np.linalg.LinAlgError:
-    sd = np.full(phi.shape, np.nan)
+  sd, reason = posterior_sd(np.asarray(evaluator.neg_hessian(m), np.float64))
+  if not np.isfinite(rec.log_evidence):
+    sd, reason = None, f"failed fit ({rec.status})"
   layout = evaluator.model().layout
   lib = evaluator.library
+  real_init = evaluator.spec.init_scale == "real"
+
+  def row(i, natural=math.exp):
+    out = {"map": _f(natural(phi[i]))}
+    if sd is None or not (np.isfinite(sd[i]) and sd[i] > 0):
+      return {**out, "lo90": None, "hi90": None, "interval": "none",
+              "reason": reason or "zero or non-finite posterior sd"}
+    return {**out, "lo90": _f(natural(phi[i] - Z90 * sd[i])), "hi90": _f(natural(phi[i] + Z90 * sd[i])),
+            "interval": "laplace"}
+
   _, names = st.equations(m, lib)
   out = {}
   for name, (s, k, j) in zip(names, st.param_slots(m, lib)):
-    i = layout.slot_index[k][s, j]
-    out[name] = {"map": _f(math.exp(phi[i])), "lo90": _f(math.exp(phi[i] - Z90 * sd[i])),
-                 "hi90": _f(math.exp(phi[i] + Z90 * sd[i]))}
+    out[name] = row(layout.slot_index[k][s, j])
   for o, i in enumerate(layout.noise_index):
-    out[f"sigma_{lib.states[evaluator.spec.observed[o]]}"] = {
-        "map": _f(math.exp(phi[i])), "lo90": _f(math.exp(phi[i] - Z90 * sd[i])),
-        "hi90": _f(math.exp(phi[i] + Z90 * sd[i]))}
+    out[f"sigma_{lib.states[evaluator.spec.observed[o]]}"] = row(i)
   for s, i in enumerate(layout.init_index):
-    out[f"{lib.states[s]}0"] = {"map": _f(math.exp(phi[i])), "lo90": _f(math.exp(phi[i] - Z90 * sd[i])),
-                                "hi90": _f(math.exp(phi[i] + Z90 * sd[i]))}
+    out[f"{lib.states[s]}0"] = row(i, float if real_init else math.exp)
   return out
 
 
@@ -71,6 +98,8 @@ def describe(evaluator: Evaluator, m: st.Structure) -> dict:
       "log_likelihood": _f(rec.log_likelihood),
       "num_params": rec.num_params,
       "hessian_positive_definite": rec.positive_definite,
+      "fit_status": rec.status,
+      "nonfinite_restarts": rec.nonfinite_restarts,
       "params": parameter_table(evaluator, m),
   }
 
@@ -180,11 +209,37 @@ def format_table(results: dict) -> str:
   for name, row in results["comparison"].items():
     lines.append(f"{'':>{len(str(results['rows']['heldout'])) + 15}}{name:<28}{_num(row['heldout_lpd']):>10}"
                  f"{_num(row['coverage50']):>8}{_num(row['coverage90']):>8}")
+  lines += [health_line(results["fit_health"])] if results.get("fit_health") else []
   if results.get("truth"):
-    t = results["truth"]
-    lines.append(f"truth: rank {t['rank']}, mass {t['mass']:.3f}; 90% intervals cover "
-                 f"{t['covered']}/{t['num_params']} true parameters")
+    lines.append("truth: " + truth_line(results["truth"]))
   return "\n".join(lines)
+
+
+def health_line(h: dict) -> str:
+  """One line on restarts that never became finite and failed fits."""
+  return (f"fits: {h['structures']} structures x {h['restarts_per_fit']} restarts; "
+          f"{h['nonfinite_restarts']} restarts never finite (in {h['structures_with_nonfinite_restarts']} "
+          f"structures); failed fits: {h['failed_all_restarts_nonfinite']} with every restart non-finite, "
+          f"{h['failed_nonfinite_at_optimum']} non-finite at the optimum (excluded from the posterior, not scored "
+          "as low evidence)")
+
+
+def truth_line(t: dict) -> str:
+  """Where the true structure stands: visited or not, both ranks, interval coverage."""
+  if t.get("key") is None:
+    return t.get("note", "truth outside the library")
+  if not t.get("visited", True):
+    head = "the true structure was never visited by the sampler"
+  else:
+    v_rank = t.get("visited_rank")
+    head = (f"visited; rank {t['rank'] if t['rank'] is not None else '-'} by particle mass ({t['mass']:.3f}), "
+            f"rank {v_rank if v_rank is not None else '-'} in the visited-set posterior "
+            f"({t.get('visited_mass', 0.0):.3f})")
+  if t.get("status", "ok") != "ok":
+    return f"{head}; its fit failed ({t['status']}): no intervals"
+  none = t.get("no_interval", 0)
+  tail = f" ({none} without an interval: {t.get('no_interval_reason', '')})" if none else ""
+  return f"{head}; 90% intervals cover {t['covered']} of {t['num_params']} true parameters{tail}"
 
 
 def markdown_table(results: dict) -> str:
@@ -221,10 +276,10 @@ def markdown_table(results: dict) -> str:
   out.append("|---|---:|---:|---:|")
   for name, row in results["comparison"].items():
     out.append(f"| {name} | {_num(row['heldout_lpd'])} | {_num(row['coverage50'])} | {_num(row['coverage90'])} |")
+  if results.get("fit_health"):
+    out.append("\nFits: " + health_line(results["fit_health"]).split(": ", 1)[1] + ".")
   if results.get("truth"):
-    t = results["truth"]
-    out.append(f"\nTrue structure: rank {t['rank']}, posterior mass {t['mass']:.3f}; the 90% intervals cover "
-               f"{t['covered']} of {t['num_params']} true parameters.")
+    out.append("\nTrue structure: " + truth_line(results["truth"]) + ".")
   return "\n".join(out) + "\n"
 
 

@@ -73,6 +73,8 @@ class Sampled(NamedTuple):
   rejections: dict  # reason -> count of rejected proposals
   fits: int  # the sampler's own fits (the baselines add theirs later)
   visited: Optional[dict] = None  # the visited-set posterior (tempered sampler)
+  fitted: tuple = ()  # keys of every structure the sampler fitted (before the baselines)
+  fit_health: Optional[dict] = None  # Evaluator.fit_health over the sampler's fits
 
   def by_key(self, library: st.Library) -> dict:
     return {st.key(m, library): m for m in self.particles}
@@ -88,6 +90,7 @@ class Sampled(NamedTuple):
     obj = dict(obj)
     obj["particles"] = tuple(decode_structure(p, library) for p in obj["particles"])
     obj["log_normalizer"] = float(obj["log_normalizer"])
+    obj["fitted"] = tuple(obj.get("fitted", ()))
     return cls(**obj)
 
 
@@ -218,11 +221,15 @@ def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional
   visited = None
   if config.algorithm == "tempered":  # before the baselines add their own structures to the cache
     v = visited_posterior(config, evaluator)
-    visited = {"num_structures": len(v), "mass": dict(list(v.items())[:50])}
+    visited = {"num_structures": len(v), "mass": dict(list(v.items())[:50]), "order": list(v)}
+  health = evaluator.fit_health()
+  logging.info("[model_smc %s] %d of %d restarts never finite; %d structures failed with every restart "
+               "non-finite", config.task, health["nonfinite_restarts"], health["structures"] * health["restarts_per_fit"],
+               health["failed_all_restarts_nonfinite"])
   return Sampled(particles=final.particles, mass=mass, iterations=final.iteration, beta=beta,
                  log_normalizer=log_normalizer, proposals=final.proposals, diagnostics=diagnostics,
                  elapsed=elapsed0 + time.perf_counter() - t0, rejections=rejections, fits=evaluator.num_fits,
-                 visited=visited)
+                 visited=visited, fitted=tuple(evaluator.cache), fit_health=health)
 
 
 def proposer(config, task, evaluator, grammar):

@@ -66,6 +66,8 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
               "fits": sampled.fits, "wall_time_s": sampled.elapsed, "rejections": sampled.rejections,
               "top": top_rows, "mixture": {k: v for k, v in mixture.items() if k != "per_structure"},
               "diagnostics": sampled.diagnostics},
+      "fit_health": sampled.fit_health,
+      "init_scale": task.spec.init_scale,
       "comparison": {},
   }
   results["comparison"]["ModelSMC (posterior mixture)"] = pick(mixture)
@@ -121,14 +123,23 @@ def pick(scores: dict) -> dict:
 
 
 def truth(task, evaluator, sampled) -> dict:
-  """Rank and mass of the true structure; coverage of its parameters."""
+  """Whether the sampler visited the true structure, its ranks and mass; coverage of its parameters.
+
+  A parameter without an interval (a failed fit, or a Hessian that is not
+  positive definite) never counts as covered; ``no_interval`` counts them.
+  """
   m = tasks.truth_structure(task, evaluator.library)
   if m is None:
     return {"key": None, "rank": None, "mass": 0.0, "covered": 0, "num_params": 0, "note": "truth outside the library"}
   k = evaluator.key(m)
   ranking = list(sampled.mass)
   rank = ranking.index(k) + 1 if k in ranking else None
-  table = report.parameter_table(evaluator, m)
+  visited = k in sampled.fitted if sampled.fitted else None
+  order = (sampled.visited or {}).get("order")
+  v_rank = order.index(k) + 1 if order and k in order else None
+  v_mass = (sampled.visited or {}).get("mass", {}).get(k, 0.0)
+  table = report.parameter_table(evaluator, m)  # fits the truth if the sampler never did
+  status = evaluator.record(m).status
   # Match true parameters to fitted ones by the order of appearance.
   _, true_names = st.equations(m, evaluator.library)
   scratch = st.Library(evaluator.library.states)
@@ -139,12 +150,20 @@ def truth(task, evaluator, sampled) -> dict:
     for _, names in terms:
       ordered += list(names)
   params = {}
-  covered = 0
+  covered = none = 0
+  reasons = set()
   for name, true_name in zip(true_names, ordered):
     row = table[name]
     truth = float(task.truth["params"][true_name])
-    inside = float(row["lo90"]) <= truth <= float(row["hi90"])
+    if row["interval"] == "none":
+      inside = False
+      none += 1
+      reasons.add(row["reason"])
+    else:
+      inside = float(row["lo90"]) <= truth <= float(row["hi90"])
     covered += int(inside)
     params[true_name] = {"true": truth, **row, "covered": inside}
-  return {"key": k, "rank": rank, "mass": float(sampled.mass.get(k, 0.0)), "covered": covered,
-          "num_params": len(params), "params": params}
+  return {"key": k, "visited": visited, "rank": rank, "mass": float(sampled.mass.get(k, 0.0)),
+          "visited_rank": v_rank, "visited_mass": float(v_mass), "status": status, "covered": covered,
+          "no_interval": none, "no_interval_reason": "; ".join(sorted(reasons)), "num_params": len(params),
+          "params": params}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -18,6 +19,7 @@ import numpy as np
 from datasets import population
 from envs import ode_systems
 from methods.common import hparams
+from methods.model_smc import expr as ex
 from methods.model_smc import model as mdl
 from methods.model_smc import structure as st
 
@@ -77,31 +79,92 @@ def _table_text(names, times, y, rows) -> str:
   return "\n".join(lines)
 
 
-# The states of each task, in equation order (declared once: validation and build use them).
-STATES = {
-    "pelts": ("hare", "lynx"),
-    "flu": ("S", "I", "C"),
-    "lv_sim": ode_systems.LOTKA_VOLTERRA.states,
-    "exact": ode_systems.DAMPED_OSCILLATOR.states,
-}
+def system_of(config) -> Optional[ode_systems.OdeSystem]:
+  """The simulated system of ``config`` (``None`` for real data)."""
+  if config.task in ("pelts", "flu"):
+    return None
+  return ode_systems.SYSTEMS[config.sim.system]
 
 
-def num_rows(task: str) -> Optional[int]:
+def states_of(config) -> tuple[str, ...]:
+  """The states of the task, in equation order (validation and build use this)."""
+  if config.task == "pelts":
+    return ("hare", "lynx")
+  if config.task == "flu":
+    return ("S", "I", "C")
+  return tuple(system_of(config).states)
+
+
+def num_rows(config) -> Optional[int]:
   """Rows of the task's data (``None``: the exact task simulates ``num_fit`` rows)."""
-  if task == "pelts":
+  if config.task == "pelts":
     return len(population.load_pelts().times)
-  if task == "flu":
+  if config.task == "flu":
     return 1 + len(population.load_influenza().times)  # t = 0 (no data) and the observed days
-  if task == "lv_sim":
-    return ode_systems.LOTKA_VOLTERRA.num_points
-  return None
+  if config.task == "exact":
+    return None
+  return system_of(config).num_points
+
+
+def _unit_coefficients(system: ode_systems.OdeSystem) -> dict:
+  """The true equations with a parameter (true value 1) on every parameter-free term.
+
+  Library bodies carry a positive parameter each, so a term such as ``v`` is
+  the body ``a*v`` with ``a = 1``.
+  """
+  eqs, params = {}, dict(system.params)
+  for state, text in zip(system.states, system.equations):
+    terms = []
+    for sign, body in ex.split_terms(ex.parse(text, states=system.states, params=tuple(system.params))):
+      if not ex.params_of(body):
+        name = f"unit{len(params)}"
+        params[name] = 1.0
+        body = ex.BinOp("mul", ex.Sym("param", name), body)
+      terms.append(("-" if sign < 0 else "+") + "(" + ex.to_text(body) + ")")
+    eqs[state] = " ".join(terms) if terms else "0"
+  return {"equations": eqs, "params": params}
+
+
+def _simulated(config) -> Task:
+  """Any system of ``envs.ode_systems.SYSTEMS``; logs every default that overrides the system's own values."""
+  system = system_of(config)
+  num_points = config.num_fit if config.task == "exact" else system.num_points
+  if num_points != system.num_points:
+    logging.info("task %s simulates num_fit=%d rows (the system's num_points is %d)", config.task, num_points,
+                 system.num_points)
+  if config.sim.noise_scale > 0 and config.sim.noise_scale != system.noise_scale:
+    logging.info("sim.noise_scale=%g overrides %s's own noise scale %g", config.sim.noise_scale, system.name,
+                 system.noise_scale)
+  if config.problem.noise != system.noise:
+    logging.warning("problem.noise=%r fits %s's %s noise (sim.allow_noise_mismatch=True)", config.problem.noise,
+                    system.name, system.noise)
+  y, _ = ode_systems.simulate(jax.random.key(config.sim.data_seed), system, num_points=num_points,
+                              noise_scale=config.sim.noise_scale or None)
+  y = np.asarray(y, np.float64)
+  x0 = np.asarray(system.x0, np.float64)
+  latent = [i for i in range(len(system.states)) if i not in system.observed]
+  if config.problem.init == "fixed":
+    logging.info("problem.init='fixed': the initial states are %s's true x0 %s", system.name, list(system.x0))
+  else:
+    x0[list(system.observed)] = y[0]
+    if latent:
+      logging.info("the x0 prior of the latent states %s is centred on the true x0", [system.states[i] for i in latent])
+  spec = _spec(config, system.states, system.observed, system.dt)
+  data = mdl.Data(jnp.asarray(y, jnp.float32), jnp.asarray(x0, jnp.float32))
+  names = tuple(system.states[i] for i in system.observed)
+  times = np.arange(len(y)) * system.dt
+  desc = (system.description or f"Simulated system {system.name}.") + " Training rows:\n" + _table_text(
+      names, times, y, min(config.num_fit, len(y)))
+  return Task(config.task, f"simulated_{system.name}", f"simulated by envs.ode_systems.SYSTEMS[{system.name!r}]",
+              tuple(system.states), tuple(system.observed), names, spec, data, times, "time", config.num_fit,
+              _unit_coefficients(system), desc)
 
 
 def build(config: ml_collections.ConfigDict) -> Task:
   """The :class:`Task` of ``config.task``."""
   if config.task == "pelts":
     table = population.load_pelts()
-    states = STATES["pelts"]
+    states = states_of(config)
     y = table.values
     spec = _spec(config, states, (0, 1), 1.0)
     data = mdl.Data(jnp.asarray(y, jnp.float32), jnp.asarray(y[0], jnp.float32))
@@ -111,7 +174,7 @@ def build(config: ml_collections.ConfigDict) -> Task:
                 "year", config.num_fit, None, desc)
   if config.task == "flu":
     table = population.load_influenza()
-    states = STATES["flu"]
+    states = states_of(config)
     y = np.concatenate([np.full((1, 2), np.nan), table.values / 100.0], axis=0)
     times = np.concatenate([[0.0], table.times])
     spec = _spec(config, states, (1, 2), 1.0)
@@ -122,32 +185,7 @@ def build(config: ml_collections.ConfigDict) -> Task:
             "(I(0) = 0.01, C(0) = 0). Training rows:\n" + _table_text(("I", "C"), times, y, config.num_fit))
     return Task("flu", table.name, table.citation, states, (1, 2), ("in_bed", "convalescent"), spec, data,
                 times, "day (1 = 22 Jan 1978)", config.num_fit, None, desc)
-  if config.task == "lv_sim":
-    system = ode_systems.LOTKA_VOLTERRA
-    y, _ = ode_systems.simulate(jax.random.key(config.sim.data_seed), system, noise_scale=config.sim.noise_scale)
-    y = np.asarray(y, np.float64)
-    spec = _spec(config, system.states, system.observed, system.dt)
-    data = mdl.Data(jnp.asarray(y, jnp.float32), jnp.asarray(y[0], jnp.float32))
-    truth = {"equations": dict(zip(system.states, system.equations)), "params": dict(system.params)}
-    desc = ("Simulated predator-prey data: x prey, y predator, one row per time unit. Training rows:\n"
-            + _table_text(system.states, np.arange(len(y)), y, config.num_fit))
-    return Task("lv_sim", "simulated_lotka_volterra", "simulated by envs.ode_systems.LOTKA_VOLTERRA",
-                system.states, system.observed, system.states, spec, data, np.arange(len(y)) * system.dt,
-                "time", config.num_fit, truth, desc)
-  if config.task == "exact":
-    system = ode_systems.DAMPED_OSCILLATOR
-    y, _ = ode_systems.simulate(jax.random.key(config.sim.data_seed), system, num_points=config.num_fit,
-                                noise_scale=config.sim.noise_scale)
-    y = np.asarray(y, np.float64)
-    spec = _spec(config, system.states, system.observed, system.dt)
-    data = mdl.Data(jnp.asarray(y, jnp.float32), jnp.asarray(system.x0, jnp.float32))
-    truth = {"equations": {"x": "a*v", "v": "-k*x - c*v"}, "params": {"a": 1.0, **system.params}}
-    desc = ("Simulated oscillator: x position, v velocity. Rows:\n"
-            + _table_text(system.states, np.arange(len(y)) * system.dt, y, config.num_fit))
-    return Task("exact", "simulated_damped_oscillator", "simulated by envs.ode_systems.DAMPED_OSCILLATOR",
-                system.states, system.observed, system.states, spec, data, np.arange(len(y)) * system.dt,
-                "time", config.num_fit, truth, desc)
-  raise ValueError(f"unknown task {config.task!r}")
+  return _simulated(config)
 
 
 def truth_structure(task: Task, library: st.Library) -> Optional[st.Structure]:

@@ -32,6 +32,12 @@ from methods.model_smc.model import StructuredModel
 _COMPILED: dict[tuple, tuple[StructuredModel, Callable]] = {}
 
 
+# Fit labels: a structure whose restarts were all non-finite is a failed fit
+# (its -inf evidence is not a low evidence); "nonfinite_at_optimum": some
+# restart was finite but the polished optimum was not.
+FIT_STATUS = ("ok", "all_restarts_nonfinite", "nonfinite_at_optimum")
+
+
 class Record(NamedTuple):
   """What the cache keeps per structure (host values, JSON-able)."""
 
@@ -42,6 +48,15 @@ class Record(NamedTuple):
   positive_definite: bool
   grad_norm: float
   phi: tuple[float, ...]
+  nonfinite_restarts: int = 0
+  restarts: int = 1
+
+  @property
+  def status(self) -> str:
+    """One of :data:`FIT_STATUS`."""
+    if self.nonfinite_restarts >= self.restarts:
+      return "all_restarts_nonfinite"
+    return "ok" if np.isfinite(self.log_evidence) else "nonfinite_at_optimum"
 
 
 def compiled(library_keys: tuple[str, ...], bodies: Sequence, spec: ProblemSpec,
@@ -110,6 +125,15 @@ class Evaluator:
       self._fit_batch(todo[start:start + self.batch_size])
     return np.array([self.cache[k].log_evidence for k in keys], np.float64)
 
+  def fit_health(self, keys: Optional[Sequence[str]] = None) -> dict:
+    """Counts of non-finite restarts and failed fits over ``keys`` (default: every fitted structure)."""
+    recs = [self.cache[k] for k in (self.cache if keys is None else keys) if k in self.cache]
+    status = [r.status for r in recs]
+    return {"structures": len(recs), "restarts_per_fit": self.cfg.restarts,
+            "nonfinite_restarts": int(sum(r.nonfinite_restarts for r in recs)),
+            "structures_with_nonfinite_restarts": int(sum(r.nonfinite_restarts > 0 for r in recs)),
+            **{f"failed_{s}": status.count(s) for s in FIT_STATUS[1:]}}
+
   def record(self, m: st.Structure) -> Record:
     k = self.key(m)
     if k not in self.cache:
@@ -147,6 +171,8 @@ class Evaluator:
           positive_definite=bool(out.positive_definite[i]),
           grad_norm=float(out.grad_norm[i]),
           phi=tuple(float(v) for v in out.phi[i]),
+          nonfinite_restarts=int(out.nonfinite_restarts[i]),
+          restarts=self.cfg.restarts,
       )
       self.hessians[k] = np.asarray(out.neg_hessian[i])
     del model
@@ -156,11 +182,13 @@ class Evaluator:
     def enc(v):
       return v if not isinstance(v, float) or np.isfinite(v) else str(v)
     return {"num_batches": self.num_batches,
-            "cache": {k: [enc(v) for v in r[:6]] + [[enc(v) for v in r[6]]] for k, r in self.cache.items()}}
+            "cache": {k: [enc(v) for v in r[:6]] + [[enc(v) for v in r[6]]] + list(r[7:])
+                      for k, r in self.cache.items()}}
 
   def load_state_dict(self, state: dict) -> None:
     self.num_batches = int(state.get("num_batches", 0))
     self.cache = {}
     for k, r in state["cache"].items():
+      extra = [int(v) for v in r[7:9]] if len(r) > 8 else [0, self.cfg.restarts]  # older checkpoints: unknown
       self.cache[k] = Record(float(r[0]), float(r[1]), float(r[2]), int(r[3]), bool(r[4]), float(r[5]),
-                             tuple(float(v) for v in r[6]))
+                             tuple(float(v) for v in r[6]), *extra)

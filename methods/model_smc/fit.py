@@ -8,7 +8,10 @@ steps (``|eigenvalues|`` of the masked Hessian), then scored by the selected
 evidence (:mod:`methods.model_smc.evidence`). Restart 0 starts from gradient
 matching (or the prior centre), the others from it plus Gaussian jitter drawn
 with the structure's own key, so a structure's evidence is a deterministic
-function of the structure and the seed.
+function of the structure and the seed. A restart whose objective was never
+finite is counted (``Fit.nonfinite_restarts``); a structure whose restarts
+were all non-finite is a failed fit (``-inf`` evidence, labelled as such by
+the evaluator), not a low evidence.
 
 ``jax.vmap(fit_structure, (0, 0, None))`` fits a batch of *different*
 structures with one compiled function (see :func:`make_batch_fit`).
@@ -77,6 +80,7 @@ class Fit(NamedTuple):
       (inactive block = identity): the Laplace precision for ``laplace``,
       the observed information for ``bic``, the fit-window posterior
       precision for ``heldout``.
+    nonfinite_restarts: scalar int, restarts whose objective was never finite.
   """
 
   phi: jax.Array
@@ -87,6 +91,7 @@ class Fit(NamedTuple):
   positive_definite: jax.Array
   grad_norm: jax.Array
   neg_hessian: jax.Array
+  nonfinite_restarts: jax.Array
 
 
 def _objective(model: StructuredModel, cfg: FitConfig, signs, data, phi, hi=None):
@@ -201,8 +206,9 @@ def fit_structure(model: StructuredModel, cfg: FitConfig, signs: jax.Array, key:
     log_z = jnp.where(jnp.isfinite(held), held, -jnp.inf)
   ok = jnp.all(jnp.isfinite(phi)) & jnp.isfinite(ll_train) & jnp.isfinite(val)
   log_z = jnp.where(ok, log_z, -jnp.inf)
+  nonfinite = jnp.sum(~jnp.isfinite(vals)).astype(jnp.int32)
   return Fit(phi, log_z, ll_train, lp, lap.dim.astype(jnp.int32), lap.positive_definite & ok,
-             jnp.where(ok, jnp.linalg.norm(grad), jnp.inf), neg_hess)
+             jnp.where(ok, jnp.linalg.norm(grad), jnp.inf), neg_hess, nonfinite)
 
 
 def make_batch_fit(model: StructuredModel, cfg: FitConfig):

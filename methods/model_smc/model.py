@@ -10,16 +10,20 @@ unconstrained vector ``phi [D]`` (:class:`Layout`):
   bodies present in the structure are *active*; the others have no effect
   and no prior, and drop out of the Laplace determinant;
 * ``log sigma_o``, the observation noise of each observed state;
-* ``log x0_s``, the initial states (when ``init == "fit"``).
+* the initial states (when ``init == "fit"``): ``log x0_s`` for positive
+  states (``init_space="log"``; the default with lognormal noise, which
+  needs positive states), ``x0_s`` itself for signed states
+  (``init_space="real"``; the default with Gaussian noise).
 
 Observation model (the Stan Lotka-Volterra case study's for ``lognormal``):
 ``log(y_to + c) ~ N(log(z_o(t) + c), sigma_o^2)`` with offset ``c``
 (``noise_offset``; 0 for the pelts), the density taken on ``y`` (Jacobian
 included) so that it is comparable across noise models; or
 ``y_to ~ N(z_o(t), sigma_o^2)`` for ``gaussian``. Priors: ``log theta ~
-N(loc, scale^2)``, ``log sigma ~ N(loc, scale^2)``, ``log x0_s ~ N(log
-x0_ref_s, init_scale^2)`` where ``x0_ref`` is the first observation (or the
-given value for latent states).
+N(loc, scale^2)``, ``log sigma ~ N(loc, scale^2)``, and ``log x0_s ~ N(log
+x0_ref_s, init_scale^2)`` (log scale) or ``x0_s ~ N(x0_ref_s, (init_scale *
+r)^2)`` with ``r = max(|x0_ref_s|, rms(x0_ref), 1e-3)`` (real scale), where
+``x0_ref`` is the first observation (or the given value for latent states).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from methods.model_smc import interpret
 
 NOISE_KINDS = ("lognormal", "gaussian")
 INIT_KINDS = ("fit", "fixed")
+INIT_SPACES = ("auto", "log", "real")
 _LOG_2PI = math.log(2 * math.pi)
 
 
@@ -64,18 +69,33 @@ class ProblemSpec(hparams.Hyperparameters):
   noise: str = F("lognormal", "Observation noise model.", choices=NOISE_KINDS)
   noise_offset: float = F(0.0, "c of the lognormal model: log(y + c) ~ N(log(x + c), sigma^2).", low=0)
   init: str = F("fit", "fit: initial states are parameters; fixed: the first row.", choices=INIT_KINDS)
+  init_space: str = F("auto", "Scale of fitted initial states: log (positive), real (signed), auto (real for "
+                      "gaussian noise, log for lognormal).", choices=INIT_SPACES)
   param_prior_loc: float = F(math.log(0.1), "Prior mean of log theta.")
   param_prior_scale: float = F(2.0, "Prior sd of log theta.", low=0, low_open=True)
   noise_prior_loc: float = F(math.log(0.2), "Prior mean of log sigma.")
   noise_prior_scale: float = F(1.0, "Prior sd of log sigma.", low=0, low_open=True)
-  init_prior_scale: float = F(0.5, "Prior sd of log x0 around log x0_ref.", low=0, low_open=True)
-  state_bound: float = F(1e6, "States are clipped to [-bound, bound].", low=0, low_open=True)
+  init_prior_scale: float = F(0.5, "Prior sd of log x0 around log x0_ref (real scale: relative to the states' "
+                              "magnitude).", low=0, low_open=True)
+  state_bound: float = F(1e6, "Every RK4 stage's state is clipped to [-bound, bound] (slopes to bound / step).",
+                         low=0, low_open=True)
   log_floor: float = F(1e-6, "Lognormal predictions are floored at this before the log.", low=0, low_open=True,
                        config=False)
 
   def checks(self):
     if any(o >= len(self.states) for o in self.observed):
       yield "observed", f"{self.observed} must index the states {self.states}"
+    if self.init == "fit" and self.init_space == "real" and self.noise == "lognormal":
+      yield "init_space", "lognormal observations need positive states: fit x0 on the log scale (init_space='log')"
+
+  @property
+  def init_scale(self) -> str:
+    """How initial states enter: ``fixed``, ``log`` (``phi = log x0``) or ``real`` (``phi = x0``)."""
+    if self.init == "fixed":
+      return "fixed"
+    if self.init_space == "auto":
+      return "log" if self.noise == "lognormal" else "real"
+    return self.init_space
 
   @property
   def param_prior(self) -> tuple[float, float]:
@@ -197,9 +217,21 @@ class StructuredModel:
     return f
 
   def initial_state(self, phi: jax.Array, data: Data) -> jax.Array:
-    if self.spec.init == "fit":
+    scale = self.spec.init_scale
+    if scale == "log":
       return jnp.exp(phi[self.layout.init_index])
+    if scale == "real":
+      return phi[self.layout.init_index]
     return data.x0_ref
+
+  def init_prior(self, data: Data) -> tuple[jax.Array, jax.Array]:
+    """``(loc [S], scale [S])`` of the prior of the fitted initial states (in ``phi``'s scale)."""
+    sp = self.spec
+    if sp.init_scale == "log":
+      return jnp.log(jnp.maximum(data.x0_ref, sp.log_floor)), jnp.full_like(data.x0_ref, sp.init_prior_scale)
+    ref = jnp.where(jnp.isfinite(data.x0_ref), data.x0_ref, 0.0)
+    rms = jnp.sqrt(jnp.mean(ref * ref))
+    return ref, sp.init_prior_scale * jnp.maximum(jnp.maximum(jnp.abs(ref), rms), 1e-3)
 
   def simulate(self, phi: jax.Array, signs: jax.Array, data: Data, num_points: int) -> jax.Array:
     """``[num_points, S]`` solution from the (fitted or fixed) initial state."""
@@ -247,17 +279,16 @@ class StructuredModel:
     total = jnp.sum(mask[: lay.num_slot_params] * normal(slots, loc, scale))
     total += jnp.sum(normal(phi[lay.noise_index], *sp.noise_prior))
     if sp.init == "fit":
-      ref = jnp.log(jnp.maximum(data.x0_ref, sp.log_floor))
-      total += jnp.sum(normal(phi[lay.init_index], ref, sp.init_prior_scale))
+      total += jnp.sum(normal(phi[lay.init_index], *self.init_prior(data)))
     return total
 
   def default_phi(self, data: Data) -> jax.Array:
-    """``[D]`` prior centres: ``loc`` for slots and noise, ``log x0_ref`` for the initial states."""
+    """``[D]`` prior centres: ``loc`` for slots and noise, ``x0_ref`` (in its scale) for the initial states."""
     sp, lay = self.spec, self.layout
     phi = jnp.full((lay.dim,), sp.param_prior[0], data.y.dtype)
     phi = phi.at[lay.noise_index].set(sp.noise_prior[0])
     if sp.init == "fit":
-      phi = phi.at[lay.init_index].set(jnp.log(jnp.maximum(data.x0_ref, sp.log_floor)))
+      phi = phi.at[lay.init_index].set(self.init_prior(data)[0].astype(data.y.dtype))
     return phi
 
   def linear_bodies(self) -> list[bool]:

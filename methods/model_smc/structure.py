@@ -354,3 +354,13 @@ def enumerate_space(num_bodies: int, num_states: int, max_terms: int) -> list[St
   for _ in range(num_states):
     out = [prev + [eq] for prev in out for eq in per_eq]
   return [Structure.make(eqs) for eqs in out]
+
+
+def default_bodies(states: Sequence[str]) -> tuple[str, ...]:
+  """The default library over ``states``: a constant, each state, each pairwise product, each square.
+
+  Each body carries one positive parameter ``a``; for states ``(x, y)`` this
+  is ``a, a*x, a*y, a*x*y, a*x^2, a*y^2`` (the Lotka-Volterra family).
+  """
+  pairs = [f"a*{s}*{u}" for i, s in enumerate(states) for u in states[i + 1:]]
+  return ("a",) + tuple(f"a*{s}" for s in states) + tuple(pairs) + tuple(f"a*{s}^2" for s in states)
