@@ -71,6 +71,11 @@ def step_digest(path: str) -> str:
   return h.hexdigest()
 
 
+def _seal(files_digest: str, config_hash: Optional[str]) -> str:
+  """The recorded checksum: the files' digest bound to the config hash (a flipped hash byte is corruption)."""
+  return hashlib.sha256(f"{files_digest}:{config_hash}".encode()).hexdigest()
+
+
 def _log_weight_paths(tree: Any, prefix: tuple = ()) -> set[str]:
   """Paths of leaves declared as log-weights: fields named in a NamedTuple's ``LOG_WEIGHTS``."""
   out: set[str] = set()
@@ -190,14 +195,14 @@ class Checkpointer:
       return "no checksum (the run stopped before it was written)"
     except (OSError, ValueError, KeyError, TypeError) as e:
       return f"unreadable checksum ({type(e).__name__})"
+    if _seal(step_digest(self._path(step)), record.get("config_hash")) != expected:
+      return "its files do not match their checksum (corrupt)"
     if record.get("config_hash") and self.config_hash and record["config_hash"] != self.config_hash:
       raise CheckpointError(
           f"checkpoint step {step} in {self.directory} was written under a different config "
           f"(config hash {record['config_hash'][:12]}, this run's {self.config_hash[:12]}); "
           "rerun with the original flags or use a new --workdir"
       )
-    if step_digest(self._path(step)) != expected:
-      return "its files do not match their checksum (corrupt)"
     return None
 
   def _move_aside(self, step: int, why: str) -> None:
@@ -251,7 +256,8 @@ class Checkpointer:
     self._manager.save(step, args=ocp.args.Composite(**args), force=True)
     self._manager.wait_until_finished()
     if jax.process_index() == 0:  # written after the data: a step without it never verifies
-      record = {"sha256": step_digest(self._path(step)), "config_hash": self.config_hash, "step": step}
+      record = {"sha256": _seal(step_digest(self._path(step)), self.config_hash), "config_hash": self.config_hash,
+                "step": step}
       tmp = os.path.join(self._path(step), f".{CHECKSUM_FILE}.tmp")
       with open(tmp, "w") as f:
         json.dump(record, f)

@@ -70,12 +70,25 @@ def test_corrupt_newest_step_is_reported_moved_aside_and_an_older_one_used(tmp_p
   ck.close()
 
 
-def test_a_step_without_its_checksum_is_not_used(tmp_path):
-  """A kill between the data and the checksum leaves a step that never verifies."""
+@pytest.mark.parametrize("damage", ["removed", "hash byte flipped"])
+def test_a_step_without_its_checksum_is_not_used(tmp_path, damage):
+  """A kill between the data and the checksum leaves a step that never verifies; a flipped byte in
+  the recorded config hash is corruption too, not a "different config"."""
   directory = str(tmp_path / "checkpoints")
-  _two_steps(directory)
-  os.remove(os.path.join(directory, "2", ckpt_lib.CHECKSUM_FILE))
-  ck = ckpt_lib.Checkpointer(directory)
+  ck = ckpt_lib.Checkpointer(directory, config_hash="ab" * 32)
+  for s in (1, 2):
+    ck.save(s, _state(float(s)))
+  ck.close()
+  path = os.path.join(directory, "2", ckpt_lib.CHECKSUM_FILE)
+  if damage == "removed":
+    os.remove(path)
+  else:
+    with open(path) as f:
+      record = json.load(f)
+    record["config_hash"] = "ac" + record["config_hash"][2:]
+    with open(path, "w") as f:
+      json.dump(record, f)
+  ck = ckpt_lib.Checkpointer(directory, config_hash="ab" * 32)
   assert ck.latest_step() == 1
   assert os.path.isdir(str(tmp_path / "checkpoints.corrupt" / "2"))
   ck.close()
@@ -88,7 +101,8 @@ def test_a_verified_step_holding_nan_is_never_resumed_from(tmp_path):
   ck = ckpt_lib.Checkpointer(directory, max_to_keep=3)
   ck._manager.save(3, args=ckpt_lib.ocp.args.Composite(state=ckpt_lib.ocp.args.StandardSave(_state(float("nan")))))  # pylint: disable=protected-access
   ck._manager.wait_until_finished()  # pylint: disable=protected-access
-  record = {"sha256": ckpt_lib.step_digest(os.path.join(directory, "3")), "config_hash": None}
+  record = {"sha256": ckpt_lib._seal(ckpt_lib.step_digest(os.path.join(directory, "3")), None),  # pylint: disable=protected-access
+            "config_hash": None}
   with open(os.path.join(directory, "3", ckpt_lib.CHECKSUM_FILE), "w") as f:
     json.dump(record, f)
   ck.close()
