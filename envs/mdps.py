@@ -282,9 +282,16 @@ def random_mdp(key: jax.Array, num_states: int = 10, num_actions: int = 3, *, ga
                reward_std: float = 0.5) -> TabularMDP:
   """Dense random MDP: ``P(.|s,a) ~ Dirichlet(1)``, reward means ``U[0, 1]``."""
   k_p, k_r = jax.random.split(key)
-  p = np.asarray(jax.random.dirichlet(k_p, np.ones(num_states), (num_states, num_actions)), np.float64)
-  rm = np.asarray(jax.random.uniform(k_r, (num_states, num_actions)))
-  return from_dense(p, rm, reward_std, gamma)
+  shape = (num_states, num_actions)
+  return TabularMDP(
+      succ=jnp.broadcast_to(jnp.arange(num_states, dtype=jnp.int32), shape + (num_states,)),
+      prob=jax.random.dirichlet(k_p, jnp.ones(num_states), shape),
+      reward_mean=jax.random.uniform(k_r, shape),
+      reward_std=jnp.full(shape, reward_std, jnp.float32),
+      terminal=jnp.zeros(num_states, bool),
+      gamma=jnp.asarray(gamma, jnp.float32),
+      s0=jnp.asarray(0, jnp.int32),
+  )
 
 
 def garnet(key: jax.Array, num_states: int = 10, num_actions: int = 3, branching: int = 3, *,

@@ -7,17 +7,23 @@ To add an experiment: write ``launch/configs/<name>.py`` and
 
 from __future__ import annotations
 
+from launch.experiments import flow_matching
+from launch.experiments import graphpfn_prior
 from launch.experiments import model_smc
 from launch.experiments import reg
 from launch.experiments import varde_bai
+from launch.experiments import varde_mcts
 from launch.runtime import Experiment
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in (
         varde_bai.EXPERIMENT,
+        varde_mcts.EXPERIMENT,
         model_smc.EXPERIMENT,
         reg.EXPERIMENT,
+        graphpfn_prior.EXPERIMENT,
+        flow_matching.EXPERIMENT,
     )
 }
 

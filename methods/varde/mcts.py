@@ -236,9 +236,13 @@ def _leaf_value(mdp, key, state, depth, horizon, kind):
 
 def search_one(
     mdp: mdps.TabularMDP, root_state: jax.Array, key: jax.Array, *, policy: TreePolicy,
-    num_simulations: int, horizon: int, leaf_value: str = "rollout",
+    num_simulations: int, horizon: int, leaf_value: str = "rollout", budget: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array, Tree]:
-  """Unbatched search from ``root_state``; see :func:`search`."""
+  """Unbatched search from ``root_state``; see :func:`search`.
+
+  ``budget`` (traced, at most ``num_simulations``) runs fewer simulations in
+  a tree sized for ``num_simulations``: one compilation serves every budget.
+  """
   gamma = mdp.gamma
   tree = init_tree(num_simulations + 1, mdp.num_actions, mdp.num_outcomes, root_state)
   k_root, k_sims = jax.random.split(key)
@@ -304,7 +308,8 @@ def search_one(
     tree, _ = jax.lax.fori_loop(0, horizon, backup, (tree, v_leaf))
     return tree, leaf_v
 
-  tree, _ = jax.lax.fori_loop(0, num_simulations, simulate, (tree, leaf_v0))
+  stop = num_simulations if budget is None else jnp.minimum(budget, num_simulations)
+  tree, _ = jax.lax.fori_loop(0, stop, simulate, (tree, leaf_v0))
   root = _view(tree, jnp.int32(0), gamma, policy.backup)
   action = jnp.argmax(jnp.where(root.n > 0, root.q, -jnp.inf)).astype(jnp.int32)
   return action, root.q, root.n, tree

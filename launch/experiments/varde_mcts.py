@@ -1,0 +1,171 @@
+"""Experiment ``varde_mcts``: VarDE tree search against UCT, MENTS, Power-UCT and mctx.
+
+Config: ``launch/configs/varde_mcts.py``. One unit is one (environment,
+budget): every policy searches from the root of every run (``num_instances``
+random environments x ``runs_per_instance`` seeds, the run axis sharded over
+the mesh) in one jitted call, and the unit's sums (regret, squared regret,
+wrong root actions) are checkpointed, so a killed run resumes to the same
+table. Exact root values come from finite-horizon dynamic programming on the
+true environment. The VarDE tree rule is a reconstruction from the paper's
+principle (Luong et al., "Variance Driven Exploration", ICML 2026, Section 4).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from envs import mdps
+from launch import config_schema as cs
+from launch import mesh as mesh_lib
+from launch import metrics
+from launch.configs import common
+from launch.configs import varde_mcts as mcts_config
+from launch.experiments import varde_mcts_envs as envs_lib
+from launch.experiments import varde_search_report as report
+from launch.runtime import Context, Experiment
+from methods.common import hparams
+from methods.varde import mcts
+from methods.varde import mctx_adapter
+
+
+def policy_fn(name: str, hp: mcts.MCTSHparams, num_simulations: int, horizon: int):
+  """``(mdp, root_state, key, budget) -> action`` of one search (unbatched).
+
+  This project's policies take the budget as a traced value (one compilation
+  for every budget, trees sized for ``num_simulations``); mctx's are built for
+  ``num_simulations`` exactly (``budget`` is ignored).
+  """
+  if name in mctx_adapter.MCTX_POLICIES:
+
+    def run(mdp, root, key, budget):
+      del budget
+      batched = jax.tree.map(lambda x: x[None], mdp)
+      action, _ = mctx_adapter.mctx_search(batched, root[None], key, policy=name, num_simulations=num_simulations,
+                                           horizon=horizon, leaf_value=hp.leaf_value)
+      return action[0]
+
+    return run
+  policy = mcts.make_policy(name, hp)
+  return lambda mdp, root, key, budget: mcts.search_one(
+      mdp, root, key, policy=policy, num_simulations=num_simulations, horizon=horizon, leaf_value=hp.leaf_value,
+      budget=budget)[0]
+
+
+def root_regret(mdp: mdps.TabularMDP, horizon: int, action: jax.Array) -> jax.Array:
+  """``V*(s0) - Q*(s0, a)`` of the ``horizon``-step problem."""
+  q = mdps.finite_horizon_q(mdp, horizon)[horizon - 1, mdp.s0]
+  return jnp.max(q) - q[action]
+
+
+def make_unit_fn(config, mesh, env_index: int, policies, num_simulations: int):
+  """Jitted ``(run_ids [P], budget) -> Tally`` of ``policies`` on one environment."""
+  env_name = config.envs[env_index]
+  hp = hparams.from_config(mcts.MCTSHparams, config.search)
+  make, horizon = envs_lib.make_env(env_name, hparams.from_config(envs_lib.EnvConfig, config.env))
+  n_inst = envs_lib.num_instances(env_name, config.num_instances)
+  fns = [policy_fn(p, hp, num_simulations, horizon) for p in policies]
+  run_base = jax.random.fold_in(jax.random.key(config.seed + 1), env_index)
+
+  def unit(ids, budget):
+    valid = ids >= 0
+    i = jnp.maximum(ids, 0)
+    inst = (i // config.runs_per_instance) % n_inst
+    mdp = jax.vmap(lambda j: make(envs_lib.instance_key(config.seed, env_index, j)))(inst)
+    keys = jax.vmap(lambda j: jax.random.fold_in(jax.random.fold_in(run_base, budget), j))(i)
+    regrets = []
+    for fn in fns:
+      actions = jax.vmap(lambda m, s, k: fn(m, s, k, budget))(mdp, mdp.s0, keys)
+      regrets.append(jax.vmap(functools.partial(root_regret, horizon=horizon))(mdp, action=actions))
+    return report.tally(jnp.stack(regrets), valid)
+
+  return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
+                 out_shardings=mesh_lib.replicated(mesh))
+
+
+def unit_tally(config, mesh, env_index: int, budget: int, cache: dict) -> report.Tally:
+  """Sums of one (environment, budget) over all policies, in ``config.policies`` order.
+
+  ``cache`` keeps this project's compiled search per environment across budgets.
+  """
+  ours = [p for p in config.policies if p not in mctx_adapter.MCTX_POLICIES]
+  theirs = [p for p in config.policies if p in mctx_adapter.MCTX_POLICIES]
+  ids = report.padded_ids(_num_runs(config, config.envs[env_index]), mesh, mesh_lib)
+  b = jnp.asarray(budget, jnp.int32)
+  parts = {}
+  if ours:
+    if ("ours", env_index) not in cache:
+      cache[("ours", env_index)] = make_unit_fn(config, mesh, env_index, ours, max(config.budgets))
+    parts.update(zip(ours, _split(mesh_lib.to_host(cache[("ours", env_index)](ids, b)))))
+  if theirs:
+    fn = make_unit_fn(config, mesh, env_index, theirs, budget)
+    parts.update(zip(theirs, _split(mesh_lib.to_host(fn(ids, b)))))
+  cols = [parts[p] for p in config.policies]
+  return report.Tally(cols[0].runs, *(jnp.stack([getattr(c, f) for c in cols]) for f in ("regret", "regret_sq", "wrong")))
+
+
+def _split(t: report.Tally) -> list[report.Tally]:
+  return [report.Tally(t.runs, t.regret[i], t.regret_sq[i], t.wrong[i]) for i in range(len(t.regret))]
+
+
+def _num_runs(config, env):
+  return envs_lib.num_instances(env, config.num_instances) * config.runs_per_instance
+
+
+def schema() -> cs.Schema:
+  constraints = {
+      **common.BASE_CONSTRAINTS,
+      "experiment": cs.OneOf(("varde_mcts",)),
+      "envs": hparams.All((cs.Each(cs.OneOf(mcts_config.ENVS), nonempty=True), cs.Unique())),
+      "policies": hparams.All((cs.Each(cs.OneOf(mcts_config.POLICIES), nonempty=True), cs.Unique())),
+      "budgets": hparams.All((cs.Each(cs.Range(lo=1), nonempty=True), cs.Unique())),
+      "num_instances": cs.Range(lo=1),
+      "runs_per_instance": cs.Range(lo=1),
+  }
+  return cs.Schema(
+      mcts_config.get_config(), constraints, checks=(common.mesh_check,),
+      sections=(cs.Section("search", mcts.MCTSHparams), cs.Section("env", envs_lib.EnvConfig)),
+  )
+
+
+def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
+  """Runs every (environment, budget) unit; returns ``results.json``'s content."""
+  units = [(e, b) for e in range(len(config.envs)) for b in config.budgets]
+  names = list(config.policies)
+  initial = {f"{config.envs[e]}_T{b}": report.Tally.zeros(len(names))._asdict() for e, b in units}
+  done, state, _ = ctx.restore_or(initial)
+  tallies = {k: report.Tally(**{f: jnp.asarray(x) for f, x in v.items()}) for k, v in state.items()}
+  progress = metrics.Progress(len(units), unit="units", start=done)
+  start = time.perf_counter()
+  cache: dict = {}
+  for u in range(done, len(units)):
+    e, budget = units[u]
+    env = config.envs[e]
+    key = f"{env}_T{budget}"
+    tallies[key] = tallies[key] + unit_tally(config, ctx.mesh, e, budget, cache)
+    t = tallies[key]
+    progress.label = f"[varde_mcts {env} T={budget}] "
+    ctx.writer.log(u + 1, budget=budget, runs=float(t.runs),
+                   **{f"regret/{env}/{n}": float(t.regret[i] / max(t.runs, 1)) for i, n in enumerate(names)})
+    progress.update(u + 1)
+    ctx.save(u + 1, {k: v._asdict() for k, v in tallies.items()}, force=u + 1 == len(units))
+  tallies = {k.replace("_T", "/T"): v for k, v in tallies.items()}
+  results = report.summarize("varde_mcts", config.envs, config.budgets, names, tallies,
+                             {"budget_unit": "simulations", "metric": "root simple regret V*(s0) - Q*(s0, a_hat)"})
+  results["wall_time_s"] = time.perf_counter() - start
+  report.make_figures(results, ctx.writer)
+  return results
+
+
+EXPERIMENT = Experiment(
+    name="varde_mcts",
+    get_config=mcts_config.get_config,
+    schema=schema,
+    run=run,
+    summary=report.format_table,
+    markdown=report.markdown_table,
+)
