@@ -10,6 +10,7 @@ from __future__ import annotations
 from launch.experiments import model_smc
 from launch.experiments import reg
 from launch.experiments import varde_bai
+from launch.experiments import varde_bpi
 from launch.experiments import varde_mcts
 from launch.runtime import Experiment
 
@@ -18,6 +19,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     for e in (
         varde_bai.EXPERIMENT,
         varde_mcts.EXPERIMENT,
+        varde_bpi.EXPERIMENT,
         model_smc.EXPERIMENT,
         reg.EXPERIMENT,
     )
