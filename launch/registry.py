@@ -7,6 +7,7 @@ To add an experiment: write ``launch/configs/<name>.py`` and
 
 from __future__ import annotations
 
+from launch.experiments import flow_matching
 from launch.experiments import model_smc
 from launch.experiments import reg
 from launch.experiments import varde_bai
@@ -22,6 +23,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         varde_bpi.EXPERIMENT,
         model_smc.EXPERIMENT,
         reg.EXPERIMENT,
+        flow_matching.EXPERIMENT,
     )
 }
 

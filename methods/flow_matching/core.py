@@ -107,7 +107,10 @@ def train_step(state: TrainState, data: jax.Array, labels: jax.Array, count: jax
       state.params, data[idx], labels[idx], kl)
   updates, opt_state = _optimizer(flow).update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  ema = jax.tree.map(lambda e, p: flow.ema_decay * e + (1 - flow.ema_decay) * p, state.ema, params)
+  # EMA with the usual warm-up min(decay, (1 + n) / (10 + n)), so short runs average recent weights.
+  n = state.step.astype(jnp.float32)
+  decay = jnp.minimum(flow.ema_decay, (1 + n) / (10 + n))
+  ema = jax.tree.map(lambda e, p: decay * e + (1 - decay) * p, state.ema, params)
   return TrainState(params, ema, opt_state, state.step + 1), loss
 
 
@@ -138,7 +141,8 @@ def loss_scores(params, data: jax.Array, labels: jax.Array, key: jax.Array, *, n
     def draw(j):
       x0 = jax.random.normal(jax.random.fold_in(jax.random.fold_in(key, i), j), data.shape)
       xt, u = path_sample(x0, data, jnp.full((n,), t))
-      v = jax.lax.map(lambda a: apply(params, *a), (xt, jnp.full((n,), t), labels), batch_size=chunk)
+      v = jax.lax.map(lambda a: apply(params, *(e[None] for e in a))[0], (xt, jnp.full((n,), t), labels),
+                      batch_size=chunk)
       return per_sample_loss(v, u)
 
     return jnp.mean(jax.vmap(draw)(jnp.arange(num_draws)), axis=0)

@@ -46,15 +46,16 @@ def integrate(velocity: Velocity, x: jax.Array, *, start: int, stop: int, num_st
   """Steps ``start .. stop - 1`` of the ``num_steps``-step uniform grid on [0, 1] (``t_k = k / num_steps``).
 
   Integrating ``[0, a)`` then ``[a, N)`` is bit-identical to ``[0, N)``: the
-  times come from the same grid.
+  times come from the same grid. ``start`` / ``stop`` may be traced (one
+  compilation serves every split).
   """
   h = 1.0 / num_steps
 
   def body(k, x):
     return _step(velocity, x, k.astype(jnp.float32) / num_steps, h, solver)
 
-  if stop <= start:
-    return x
+  if isinstance(start, int) and isinstance(stop, int) and stop <= start:
+    return x  # static empty range (traced bounds give an empty loop)
   return jax.lax.fori_loop(start, stop, lambda k, x: body(jnp.asarray(k), x), x)
 
 

@@ -1,0 +1,385 @@
+"""Experiment ``flow_matching``: stability of latent flow matching, coarse-to-fine sampling, data reduction.
+
+Config: ``launch/configs/flow_matching.py``. Briq et al., "Exploring and
+Exploiting Stability in Latent Flow Matching" (ICML 2026). The run:
+
+1. prepares the TFDS builder ``small_images`` and reads the train/test split;
+2. trains the feature classifier and the latent autoencoder (checkpoint step 1);
+3. trains groups of velocity models; a group is one architecture and step
+   count, its members (seeds, data subsets) are vmapped and sharded over the
+   mesh's ``data`` axis, ``chunk_steps`` steps per jitted ``lax.scan``, each
+   chunk checkpointed (global step ``1 + chunks before + chunk``):
+   ``large`` (training seeds and random data fractions), ``small`` (capacity,
+   the coarse model, and ``degraded``: a deliberately bad model trained on a
+   tiny random subset) and
+   ``reduction`` (every scoring criterion x fraction x seed; subsets chosen
+   with the full-data seed-0 model and the classifier features);
+4. samples every model from identical noise and evaluates (module
+   :mod:`launch.experiments.flow_matching_eval`).
+
+A run killed at any moment resumes from its last checkpoint and ends with
+bit-identical parameters (``results.json`` has a SHA-256 per group). A NaN in
+a loss stops the run naming the model and training step; the last good
+checkpoint is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from datasets import images as image_data
+from launch import checkpoint as ckpt_lib
+from launch import config_schema as cs
+from launch import mesh as mesh_lib
+from launch import metrics as metrics_lib
+from launch.configs import common
+from launch.runtime import Context, Experiment
+from methods import flow_matching as fm
+from methods.common import hparams
+from methods.flow_matching import scoring
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig(hparams.Hyperparameters):
+  """Launcher-only keys of the experiment (the root of the config)."""
+
+  dataset: str = hparams.field("digits", "Image data set (TFDS builder small_images).",
+                               choices=tuple(image_data.DATASETS))
+  data_dir: str = hparams.field("", "TFDS data dir ('': <workdir>/data).")
+  train_steps: int = hparams.field(1500, "Training steps of the large and small models.", low=1)
+  chunk_steps: int = hparams.field(500, "Steps per jitted chunk (one checkpoint each).", low=1)
+  stability_seeds: int = hparams.field(3, "Training seeds of the large model on all data.", low=2)
+  stability_fractions: tuple[float, ...] = hparams.field(
+      (0.5, 0.25), "Random data fractions of the large model (seed 0).", low=0, high=1, low_open=True, unique=True)
+  small_seeds: int = hparams.field(2, "Training seeds of the small model on all data.", low=1)
+  degraded_fraction: float = hparams.field(
+      0.02, "Data fraction of the deliberately degraded model (small, seed 0, a random subset).",
+      low=0, high=1, low_open=True)
+  reduction_criteria: tuple[str, ...] = hparams.field(
+      scoring.CRITERIA, "Data-reduction criteria.", choices=scoring.CRITERIA, unique=True)
+  reduction_fractions: tuple[float, ...] = hparams.field(
+      (0.5, 0.25), "Kept data fractions.", low=0, high=1, low_open=True, unique=True)
+  reduction_seeds: int = hparams.field(3, "Training seeds per criterion and fraction (0: no data reduction).", low=0)
+  reduction_steps: int = hparams.field(1000, "Training steps of the data-reduction models.", low=1)
+  reduction_arch: str = hparams.field("small", "Architecture of the data-reduction models.",
+                                      choices=("small", "large"))
+  t_splits: tuple[float, ...] = hparams.field(
+      (0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0), "Coarse-to-fine split times.", low=0, high=1, nonempty=True)
+  timing_repeats: int = hparams.field(3, "Wall-clock timings per t_split (best is kept).", low=1)
+  grid_columns: int = hparams.field(10, "Noises shown per model in the sample grid.", low=1, high=64)
+
+  def checks(self):
+    for name in ("train_steps", "reduction_steps"):
+      if getattr(self, name) % self.chunk_steps:
+        yield name, f"{getattr(self, name)} is not a multiple of chunk_steps={self.chunk_steps}"
+    if self.reduction_seeds and not self.reduction_criteria:
+      yield "reduction_criteria", "must not be empty when reduction_seeds > 0"
+
+
+class Member(NamedTuple):
+  """One velocity model: ``arch`` trained ``steps`` steps on a subset chosen by ``criterion``."""
+
+  name: str
+  arch: str  # "small" | "large"
+  fraction: float
+  criterion: str
+  seed: int
+
+
+class Group(NamedTuple):
+  name: str
+  arch: str
+  steps: int
+  members: tuple
+
+
+class AuxParams(NamedTuple):
+  classifier: dict
+  autoencoder: dict
+
+
+class RunState(NamedTuple):
+  """Everything a checkpoint holds: the auxiliary networks and every group's (stacked) training state."""
+
+  aux: AuxParams
+  groups: tuple  # one fm.TrainState per group, leading axis = padded members
+
+
+def member_name(arch, fraction, criterion, seed):
+  return f"{arch}_{criterion}{int(round(100 * fraction))}_s{seed}" if fraction < 1 else f"{arch}_s{seed}"
+
+
+def groups_of(rc: RunConfig) -> list[Group]:
+  """The training groups in the order they train."""
+  large = [Member(member_name("large", 1.0, "", s), "large", 1.0, "random", s) for s in range(rc.stability_seeds)]
+  large += [Member(member_name("large", f, "random", 0), "large", f, "random", 0) for f in rc.stability_fractions]
+  small = [Member(member_name("small", 1.0, "", s), "small", 1.0, "random", s) for s in range(rc.small_seeds)]
+  small.append(Member("degraded", "small", rc.degraded_fraction, "random", 0))
+  out = [Group("large", "large", rc.train_steps, tuple(large)), Group("small", "small", rc.train_steps, tuple(small))]
+  if rc.reduction_seeds:
+    red = [Member(member_name(rc.reduction_arch, f, c, s), rc.reduction_arch, f, c, s)
+           for f in rc.reduction_fractions for c in rc.reduction_criteria for s in range(rc.reduction_seeds)]
+    out.append(Group("reduction", rc.reduction_arch, rc.reduction_steps, tuple(red)))
+  return out
+
+
+class Hp(NamedTuple):
+  """Every hyperparameter dataclass of a config."""
+
+  run: RunConfig
+  flow: fm.FlowConfig
+  nets: dict
+  sampler: fm.SamplerConfig
+  autoencoder: fm.AutoencoderConfig
+  classifier: fm.ClassifierConfig
+  scoring: fm.ScoringConfig
+
+
+def hparams_of(config) -> Hp:
+  return Hp(hparams.from_config(RunConfig, config), hparams.from_config(fm.FlowConfig, config.flow),
+            {a: hparams.from_config(fm.NetConfig, config[a]) for a in ("small", "large")},
+            hparams.from_config(fm.SamplerConfig, config.sampler),
+            hparams.from_config(fm.AutoencoderConfig, config.autoencoder),
+            hparams.from_config(fm.ClassifierConfig, config.classifier),
+            hparams.from_config(fm.ScoringConfig, config.scoring))
+
+
+@functools.lru_cache(maxsize=None)
+def chunk_fn(net: fm.NetConfig, flow: fm.FlowConfig, num_steps: int, mesh):
+  """Jitted ``(states [P], data [P, N, ...], labels [P, N], counts [P], keys [P]) -> (states, losses [P, T])``."""
+  fn = jax.vmap(functools.partial(fm.core.train_chunk, num_steps=num_steps, net=net, flow=flow))
+  sh = mesh_lib.data_sharding(mesh)
+  return jax.jit(fn, in_shardings=(sh,) * 5, out_shardings=(sh, sh))
+
+
+@functools.lru_cache(maxsize=None)
+def _init_fn(net: fm.NetConfig, flow: fm.FlowConfig, latent_shape: tuple, mesh):
+  fn = jax.vmap(functools.partial(fm.core.init, latent_shape=latent_shape, net=net, flow=flow))
+  return jax.jit(fn, in_shardings=mesh_lib.data_sharding(mesh), out_shardings=mesh_lib.data_sharding(mesh))
+
+
+def _member_keys(seed: int, group_index: int, p: int, purpose: int):
+  base = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), group_index), purpose)
+  return jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(p))
+
+
+def _sharded(x, mesh):
+  x = np.asarray(x)
+  return mesh_lib.global_array(x.shape, mesh_lib.data_sharding(mesh), lambda idx: x[idx])
+
+
+def init_group(config, hp: Hp, group: Group, gi: int, latent_shape, mesh):
+  """``[P]`` initial states; member ``i`` of group ``gi`` draws its weights from its own seed's key."""
+  p = mesh_lib.padded_size(len(group.members), mesh)
+  seeds = [m.seed for m in group.members] + [0] * (p - len(group.members))
+  keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), gi), s) for s in seeds])
+  keys = jax.device_put(keys, mesh_lib.data_sharding(mesh))
+  return _init_fn(hp.nets[group.arch], hp.flow, tuple(latent_shape), mesh)(keys)
+
+
+def zeros_like_group(hp: Hp, group: Group, latent_shape, mesh):
+  """Placeholder of a group's state (restore target and checkpoint content before it trains)."""
+  p = mesh_lib.padded_size(len(group.members), mesh)
+  init = jax.vmap(functools.partial(fm.core.init, latent_shape=tuple(latent_shape), net=hp.nets[group.arch],
+                                    flow=hp.flow))
+  abstract = jax.eval_shape(init, jax.ShapeDtypeStruct((p,), jax.random.key(0).dtype))
+  sh = mesh_lib.data_sharding(mesh)
+  return jax.tree.map(lambda a: jax.device_put(jnp.zeros(a.shape, a.dtype), sh), abstract)
+
+
+def digest(tree) -> str:
+  """SHA-256 of every leaf's bytes (bit-identity across runs and resumes)."""
+  h = hashlib.sha256()
+  for leaf in jax.tree.leaves(mesh_lib.to_host(tree)):
+    h.update(np.ascontiguousarray(leaf).tobytes())
+  return h.hexdigest()
+
+
+def _train_aux(config, hp: Hp, data) -> AuxParams:
+  key = jax.random.key(config.seed)
+  clf = fm.auxiliary.train_classifier(jax.random.fold_in(key, 101), data["train_x"], data["train_y"], cfg=hp.classifier)
+  ae = fm.auxiliary.train_autoencoder(jax.random.fold_in(key, 102), data["train_x"], cfg=hp.autoencoder)
+  for name, s in (("classifier", clf), ("autoencoder", ae)):
+    bad = np.nonzero(~np.isfinite(np.asarray(s.losses)))[0]
+    if bad.size:
+      raise ckpt_lib.NonFiniteError(1, [f"{name} loss at training step {int(bad[0]) + 1}"], None)
+  return AuxParams(clf.params, ae.params)
+
+
+def latents_of(hp: Hp, aux: AuxParams, images) -> tuple[np.ndarray, float]:
+  """Unscaled latents of ``images`` and the scale factor ``1 / std`` (computed on the training images)."""
+  z = np.asarray(fm.auxiliary.encode(aux.autoencoder, images, cfg=hp.autoencoder, image_size=images.shape[1]))
+  return z, float(1.0 / np.std(z))
+
+
+def subset_indices(config, hp: Hp, member: Member, n: int, features, scores) -> np.ndarray:
+  """Training rows of ``member`` (all rows for fraction 1)."""
+  if member.fraction >= 1.0:
+    return np.arange(n)
+  size = scoring.subset_size(n, member.fraction)
+  s = hp.scoring
+  return scoring.select(member.criterion, size, features=features, scores=scores.get(member.criterion),
+                        seed=config.seed * 1000 + member.seed, num_clusters=s.num_clusters,
+                        kmeans_iters=s.kmeans_iters, keep=s.keep, herding_bandwidth=s.herding_bandwidth, num_rows=n)
+
+
+def reduction_scores(config, hp: Hp, rc: RunConfig, ref_params, z1, labels) -> dict:
+  """Loss and gradient scores of every training row under the full-data seed-0 model of ``reduction_arch``."""
+  key = jax.random.fold_in(jax.random.key(config.seed), 777)
+  net, out = hp.nets[rc.reduction_arch], {}
+  if "loss" in rc.reduction_criteria:
+    out["loss"] = np.asarray(jax.jit(functools.partial(
+        fm.core.loss_scores, net=net, flow=hp.flow, num_times=hp.scoring.loss_times,
+        num_draws=hp.scoring.loss_draws))(ref_params, z1, labels, key))
+  if "gradient" in rc.reduction_criteria:
+    out["gradient"] = np.asarray(jax.jit(functools.partial(
+        fm.core.grad_scores, net=net, flow=hp.flow, num_draws=hp.scoring.grad_draws))(
+            ref_params, z1, labels, jax.random.fold_in(key, 1)))
+  return out
+
+
+def load_data(config, workdir: str) -> dict:
+  data_dir = config.data_dir or os.path.join(workdir, "data")
+  image_data.prepare(config.dataset, data_dir)
+  train_x, train_y = image_data.load(config.dataset, "train", data_dir)
+  test_x, test_y = image_data.load(config.dataset, "test", data_dir)
+  return {"train_x": train_x, "train_y": train_y, "test_x": test_x, "test_y": test_y}
+
+
+def member_params(state: fm.TrainState, i: int):
+  """EMA weights of member ``i`` of a stacked group state (on the host)."""
+  return jax.tree.map(lambda x: jnp.asarray(np.asarray(mesh_lib.to_host(x))[i]), state.ema)
+
+
+def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
+  """Trains every group (resuming), evaluates, writes figures; returns ``results.json``'s content."""
+  from launch.experiments import flow_matching_eval as evaluation  # pylint: disable=g-import-not-at-top
+
+  start = time.perf_counter()
+  hp = hparams_of(config)
+  rc = hp.run
+  data = load_data(config, ctx.workdir)
+  n = len(data["train_y"])
+  groups = groups_of(rc)
+  chunks = [g.steps // min(rc.chunk_steps, g.steps) for g in groups]
+  side = data["train_x"].shape[1] // 2**hp.autoencoder.downsample
+  latent_shape = (side, side, hp.autoencoder.latent_channels)
+
+  latest = ctx.latest_step()
+  aux_init = AuxParams(*[jax.tree.map(jnp.zeros_like, p) for p in jax.eval_shape(lambda: _aux_shapes(hp, data))])
+  template = RunState(aux_init, tuple(zeros_like_group(hp, g, latent_shape, ctx.mesh) for g in groups))
+  step, state, _ = ctx.restore_or(template) if latest else (0, template, None)
+  if step == 0:
+    state = state._replace(aux=_train_aux(config, hp, data))
+    ctx.save(1, state, force=True)
+    ctx.writer.log(1, stage="auxiliary")
+    step = 1
+  aux = state.aux
+  z_train, scale = latents_of(hp, aux, data["train_x"])
+  z1 = z_train * scale
+  _, feats = fm.auxiliary.classify(aux.classifier, data["train_x"], cfg=hp.classifier)
+  feats = np.asarray(feats)
+  scores = {}
+  group_states = list(state.groups)
+  total = sum(g.steps for g in groups)
+  done_steps = sum(min(max(step - 1 - sum(chunks[:i]), 0), chunks[i]) * (g.steps // chunks[i])
+                   for i, g in enumerate(groups))
+  progress = metrics_lib.Progress(total, unit="steps", start=done_steps)
+  subsets = {}
+  for gi, group in enumerate(groups):
+    offset = 1 + sum(chunks[:gi])
+    if group.name == "reduction":
+      ref_group = [g.name for g in groups].index(rc.reduction_arch)
+      scores = reduction_scores(config, hp, rc, member_params(group_states[ref_group], 0), z1, data["train_y"])
+    p = mesh_lib.padded_size(len(group.members), ctx.mesh)
+    idx = [subset_indices(config, hp, m, n, feats, scores) for m in group.members]
+    subsets.update({m.name: i for m, i in zip(group.members, idx)})
+    idx += [np.arange(n)] * (p - len(idx))
+    rows = np.stack([np.concatenate([i, np.zeros(n - len(i), int)]) for i in idx])
+    mdata, mlabels = _sharded(z1[rows], ctx.mesh), _sharded(data["train_y"][rows], ctx.mesh)
+    counts = _sharded(np.asarray([len(i) for i in idx], np.int32), ctx.mesh)
+    keys = jax.device_put(_member_keys(config.seed, gi, p, 1), mesh_lib.data_sharding(ctx.mesh))
+    per_chunk = group.steps // chunks[gi]
+    fn = chunk_fn(hp.nets[group.arch], hp.flow, per_chunk, ctx.mesh)
+    progress.label = f"[flow_matching {group.name}] "
+    for c in range(1, chunks[gi] + 1):
+      g = offset + c
+      if g <= step:
+        continue
+      if c == 1:
+        group_states[gi] = init_group(config, hp, group, gi, latent_shape, ctx.mesh)
+      group_states[gi], losses = fn(group_states[gi], mdata, mlabels, counts, keys)
+      losses = np.asarray(mesh_lib.to_host(losses))[: len(group.members)]
+      bad = [(m.name, int(np.nonzero(~np.isfinite(l))[0][0]) + (c - 1) * per_chunk + 1)
+             for m, l in zip(group.members, losses) if not np.all(np.isfinite(l))]
+      if bad:
+        raise ckpt_lib.NonFiniteError(
+            g, [f"loss of model {name} at training step {s}" for name, s in bad], ctx.latest_step())
+      ctx.writer.log(g, group=group.name, steps=c * per_chunk, loss=float(losses[:, -1].mean()),
+                     steps_per_s=progress.rate(done_steps + per_chunk))
+      done_steps += per_chunk
+      progress.update(done_steps)
+      ctx.save(g, RunState(aux, tuple(group_states)), force=c == chunks[gi])
+  results = evaluation.evaluate(config, hp, groups, group_states, aux, data, z_train, scale, subsets, ctx)
+  results["param_digest"] = {g.name: digest(s) for g, s in zip(groups, group_states)}
+  results["wall_time_s"] = time.perf_counter() - start
+  return results
+
+
+def _aux_shapes(hp: Hp, data) -> AuxParams:
+  x = jnp.zeros((1,) + data["train_x"].shape[1:] + (1,))
+  clf = fm.networks.Classifier(hp.classifier).init(jax.random.key(0), x)["params"]
+  ae = fm.networks.Autoencoder(hp.autoencoder, x.shape[1]).init(jax.random.key(0), x)["params"]
+  return AuxParams(clf, ae)
+
+
+def _checks(config):
+  if config.dataset == "digits" and config.autoencoder.downsample > 2:
+    yield "autoencoder.downsample", f"{config.autoencoder.downsample}: 8x8 digits allow at most 2"
+  side = (8 if config.dataset == "digits" else 28) // 2**config.autoencoder.downsample
+  for arch in ("small", "large"):
+    if side % config[arch].patch:
+      yield f"{arch}.patch", f"{config[arch].patch} does not divide the latent side {side}"
+
+
+def schema() -> cs.Schema:
+  sections = (cs.Section("", RunConfig), cs.Section("flow", fm.FlowConfig), cs.Section("small", fm.NetConfig),
+              cs.Section("large", fm.NetConfig), cs.Section("sampler", fm.SamplerConfig),
+              cs.Section("autoencoder", fm.AutoencoderConfig), cs.Section("classifier", fm.ClassifierConfig),
+              cs.Section("scoring", fm.ScoringConfig))
+  from launch.configs import flow_matching as fm_config  # pylint: disable=g-import-not-at-top
+
+  return cs.Schema(fm_config.get_config(), {**common.BASE_CONSTRAINTS, "experiment": cs.OneOf(("flow_matching",))},
+                   checks=(common.mesh_check, lambda c: list(_checks(c))), sections=sections)
+
+
+def _summary(results):
+  from launch.experiments import flow_matching_report  # pylint: disable=g-import-not-at-top
+
+  return flow_matching_report.format_tables(results)
+
+
+def _markdown(results):
+  from launch.experiments import flow_matching_report  # pylint: disable=g-import-not-at-top
+
+  return flow_matching_report.markdown(results)
+
+
+def _get_config(arg=None):
+  from launch.configs import flow_matching as fm_config  # pylint: disable=g-import-not-at-top
+
+  return fm_config.get_config(arg)
+
+
+EXPERIMENT = Experiment(name="flow_matching", get_config=_get_config, schema=schema, run=run,
+                        summary=_summary, markdown=_markdown)
