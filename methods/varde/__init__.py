@@ -1,8 +1,14 @@
-"""VarDE: Variance Driven Exploration (ICML 2026) and its baselines.
+"""VarDE: Variance Driven Exploration (Luong et al., ICML 2026) and its baselines.
 
-Fixed-budget best-arm identification: :func:`varde` and the baselines in
-:data:`ALGORITHMS` share the :class:`BAIAlgorithm` interface and run in one
-loop, :func:`run_bai`; :func:`sweep` evaluates many algorithms over many seeds.
+* Fixed-budget best-arm identification: :func:`varde` and the baselines in
+  :data:`ALGORITHMS` share the :class:`BAIAlgorithm` interface and run in one
+  loop, :func:`run_bai`; :func:`sweep` evaluates many algorithms over many seeds.
+* Monte Carlo tree search in stochastic environments (a reconstruction):
+  :mod:`methods.varde.mcts` (VarDE, UCT, MENTS, Power-UCT behind
+  :class:`TreePolicy`) and :mod:`methods.varde.mctx_adapter` (mctx's own
+  policies on the same environments).
+* Best-policy identification with a generative model (a reconstruction):
+  :mod:`methods.varde.bpi`.
 """
 
 from methods.varde.bai import first_order_variance
@@ -38,3 +44,11 @@ from methods.varde.suite import BaselineHparams
 from methods.varde.suite import Entry
 from methods.varde.suite import VarDEHparams
 from methods.varde.suite import build_suite
+from methods.varde import bpi
+from methods.varde import mcts
+from methods.varde import mctx_adapter
+from methods.varde.bpi import BPIHparams
+from methods.varde.bpi import run_bpi
+from methods.varde.mcts import MCTSHparams
+from methods.varde.mcts import TreePolicy
+from methods.varde.mcts import search
