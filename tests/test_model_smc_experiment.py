@@ -10,6 +10,7 @@ from datasets import population
 from launch import config_schema
 from launch import runner
 from launch.configs import model_smc as smc_config
+from launch.experiments import model_smc_report
 from methods.model_smc import smc
 
 
@@ -110,6 +111,10 @@ def test_smoke_run_writes_results_and_figures(pelts_run):
   for fig in ("predictive_bands", "posterior_mass", "diagnostics"):
     assert os.path.getsize(os.path.join(workdir, f"{fig}.png")) > 1000
   assert results["smc"]["proposals"] == on_disk["smc"]["proposals"]
+  health = on_disk["fit_health"]
+  assert health["structures"] == on_disk["smc"]["fits"] and health["restarts_per_fit"] == 2
+  assert on_disk["init_scale"] == "log"
+  assert "restarts never finite" in model_smc_report.format_table(on_disk)
 
 
 @pytest.mark.slow

@@ -76,6 +76,7 @@ def run_exact(config, ctx, task, evaluator, grammar, cfg: smc.SMCConfig) -> dict
           "log_normalizer_se": float(log_norms.std(ddof=1) / math.sqrt(repeats)),
           "tempering_steps": iterations, "wall_time_s": time.perf_counter() - t0,
       },
+      "fit_health": evaluator.fit_health(keys),
   }
   report.make_figures(results, ctx.writer, None, None, "", ())
   return results

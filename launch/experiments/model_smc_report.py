@@ -194,6 +194,7 @@ def format_table(results: dict) -> str:
     lines.append(f"{'p(m|x) exact':>13}{'SMC mean':>10}{'s.e.':>8}{'z':>7}  structure")
     for row in ex_["table"][:8]:
       lines.append(f"{row['exact']:>13.4f}{row['smc']:>10.4f}{row['se']:>8.4f}{row['z']:>7.2f}  {row['key']}")
+    lines += [health_line(results["fit_health"])] if results.get("fit_health") else []
     return "\n".join(lines)
   smc = results["smc"]
   lines.append(f"tempering steps {smc['iterations']}, final beta {smc['final_beta']:.3f}, proposals "
@@ -255,6 +256,8 @@ def markdown_table(results: dict) -> str:
     out.append("|---:|---:|---:|---:|---|")
     for row in ex_["table"][:6]:
       out.append(f"| {row['exact']:.4f} | {row['smc']:.4f} | {row['se']:.4f} | {row['z']:+.2f} | `{row['key']}` |")
+    if results.get("fit_health"):
+      out.append("\nFits: " + health_line(results["fit_health"]).split(": ", 1)[1] + ".")
     return "\n".join(out) + "\n"
   smc = results["smc"]
   out.append(f"**{results['dataset']}** ({results['rows']['fit']} rows fitted, {results['rows']['heldout']} held out); "
