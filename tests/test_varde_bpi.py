@@ -1,0 +1,144 @@
+"""VarDE best-policy identification: closed-form allocation, exact regret, budgets, user problems."""
+
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs import mdps
+from launch import runner
+from launch.configs import varde_bai as bai_config
+from launch.configs import varde_bpi as bpi_config
+from launch.config_schema import ConfigError
+from methods.varde import bpi
+
+
+def _exact_stats(mdp, n=100):
+  """Statistics whose empirical MDP is ``mdp`` exactly (probabilities are multiples of 1/n)."""
+  shape = mdp.reward_mean.shape
+  nn = jnp.full(shape, n, jnp.int32)
+  mean, sd = mdp.reward_mean, mdp.reward_std
+  return bpi.Stats(nn, mean * n, sd**2 * (n - 1) + n * mean**2, jnp.round(mdp.prob * n).astype(jnp.int32))
+
+
+def test_varde_weights_match_the_closed_form_on_riverswim():
+  mdp = mdps.riverswim(4, gamma=0.8, reward_std=0.3)
+  hp = bpi.BPIHparams(tau=0.5, vi_iters=400, var_floor=0.0)
+  w = np.asarray(bpi.plan_weights("varde", _exact_stats(mdp), mdp, hp))
+  # Independent NumPy computation: soft VI, softmax policy, occupancy, variance of the target.
+  s, a = 4, 2
+  p = np.zeros((s, a, s))
+  for i in range(s):
+    for j in range(a):
+      for m in range(mdp.num_outcomes):
+        p[i, j, int(mdp.succ[i, j, m])] += float(mdp.prob[i, j, m])
+  r, g, tau = np.asarray(mdp.reward_mean, np.float64), 0.8, 0.5
+  v = np.zeros(s)
+  for _ in range(2000):
+    q = r + g * p @ v
+    v = tau * np.log(np.exp(q / tau).sum(-1))
+  pi = np.exp(q / tau) / np.exp(q / tau).sum(-1, keepdims=True)
+  p_pi = np.einsum("sa,sat->st", pi, p)
+  d = np.linalg.solve(np.eye(s) - g * p_pi.T, np.eye(s)[0])[:, None] * pi
+  var = 0.3**2 + g**2 * (p @ v**2 - (p @ v) ** 2)
+  np.testing.assert_allclose(w, d**2 * var, rtol=2e-3, atol=1e-6)
+
+
+def test_greedy_allocation_converges_to_sqrt_of_the_weights():
+  w = jnp.asarray([[4.0, 1.0], [0.25, 9.0]])
+
+  def body(n, _):
+    i = jnp.argmax(bpi.varde_scores(w, n).reshape(-1))
+    return n.reshape(-1).at[i].add(1).reshape(n.shape), None
+
+  n, _ = jax.lax.scan(body, jnp.ones((2, 2), jnp.int32), None, length=20_000)
+  shares = np.asarray(n) / np.asarray(n).sum()
+  np.testing.assert_allclose(shares, np.sqrt(w) / np.sqrt(w).sum(), atol=1e-3)
+
+
+def test_policy_regret_is_exact_and_falls_with_the_budget():
+  mdp = mdps.garnet(jax.random.key(0), 6, 2, 2, reward_std=(0.1, 1.0))
+  _, q = mdps.value_iteration(mdp, tol=1e-7)
+  assert float(bpi.policy_regret(mdp, jnp.argmax(q, -1))) == pytest.approx(0.0, abs=1e-4)
+  assert float(bpi.policy_regret(mdp, jnp.argmin(q, -1))) > 0.01
+  hp = bpi.BPIHparams()
+
+  @jax.jit
+  @chex.assert_max_traces(n=1)
+  def regrets(budget):
+    alg = bpi.make_algorithm("varde", hp, budget)
+    keys = jax.random.split(jax.random.key(1), 96)
+    return jax.vmap(lambda k: bpi.policy_regret(mdp, bpi.run_bpi(alg, mdp, k, budget=budget, hp=hp).policy))(keys)
+
+  lo, hi = np.asarray(regrets(jnp.int32(48))), np.asarray(regrets(jnp.int32(2000)))
+  d = lo - hi
+  assert d.mean() > 3 * d.std() / math.sqrt(96), (lo.mean(), hi.mean())
+  chex.clear_trace_counter()
+
+
+def test_every_algorithm_spends_exactly_the_budget():
+  mdp = mdps.riverswim(4)
+  hp = bpi.BPIHparams(replan_every=7)
+  for name in bpi.ALGORITHMS:
+    out = bpi.run_bpi(bpi.make_algorithm(name, hp, 101), mdp, jax.random.key(0), budget=101, hp=hp)
+    assert int(out.counts.sum()) == 101 and int(out.counts.min()) >= hp.warm_start, name
+    chex.assert_shape([out.policy, out.counts], [(4,), (4, 2)])
+  with pytest.raises(ValueError, match="warm_start"):
+    bpi.run_bpi(bpi.make_algorithm("varde", hp, 10), mdp, jax.random.key(0), budget=10, hp=hp)
+
+
+def _problems(config):
+  with pytest.raises(ConfigError) as e:
+    runner.validate(config)
+  return str(e.value)
+
+
+def test_user_bandit_is_validated_with_named_errors():
+  c = bai_config.get_config("smoke,problem=custom")
+  c.means, c.stds, c.budgets = (0.5, 0.4, 0.3), (1.0, 0.5), (100,)
+  assert "'stds': lengths differ" in _problems(c)
+  c.means, c.stds = (0.5,), ()
+  assert "'means': a bandit needs at least two arms" in _problems(c)
+  c.means, c.stds = (0.5, 0.4), (1.0, -0.5)
+  assert "'stds': negative std" in _problems(c)
+  c.stds, c.budgets = (1.0, 0.5), (3,)
+  assert "'budgets'" in _problems(c) and "warm_start" in _problems(c)
+  c.budgets = ()
+  assert "problem=custom needs explicit budgets" in _problems(c)
+  c = bai_config.get_config("smoke")
+  c.means = (0.1, 0.2)
+  assert "'means': only used with problem=custom" in _problems(c)
+
+
+def test_user_mdp_file_errors_are_named_in_the_config(tmp_path):
+  c = bpi_config.get_config("smoke,envs=file")
+  assert "'mdp_file': envs=file needs" in _problems(c)
+  p = np.full((2, 2, 2), 0.6)
+  np.savez(tmp_path / "m.npz", P=p, reward_mean=np.zeros((2, 2)), reward_std=np.ones((2, 2)), discount=0.9)
+  c.mdp_file = str(tmp_path / "m.npz")
+  assert "'P': rows (s, a) = [(0, 0)" in _problems(c)
+  np.savez(tmp_path / "m.npz", P=p / 1.2, reward_mean=np.zeros((2, 2)), reward_std=np.ones((2, 2)), discount=0.9)
+  c.budgets = (4, 64)
+  assert "below the warm start" in _problems(c)
+  c.budgets = (64,)
+  runner.validate(c)
+
+
+def test_user_problems_run_through_the_launcher(tmp_path):
+  c = bai_config.get_config("smoke,problem=custom")
+  c.means, c.stds, c.std_mode, c.budgets = (0.5, 0.3, 0.2), (0.1, 0.1, 0.1), "fixed", (60,)
+  c.algorithms, c.num_seeds, c.chunk_size = ("varde", "uniform"), 64, 64
+  res = runner.run(c, str(tmp_path / "bai"), log_summary=False)
+  assert res["error"]["varde_tau0.1"]["60"]["p"] < 0.2 and res["means"] == pytest.approx([0.5, 0.3, 0.2])
+  p = np.zeros((2, 2, 2))
+  p[:, 0, 0], p[:, 1, 1] = 1.0, 1.0
+  np.savez(tmp_path / "m.npz", P=p, reward_mean=np.array([[0.0, 1.0], [0.0, 2.0]]), reward_std=np.ones((2, 2)),
+           discount=0.5)
+  c = bpi_config.get_config("smoke,envs=file")
+  c.mdp_file, c.budgets, c.num_instances, c.runs_per_instance = str(tmp_path / "m.npz"), (64,), 2, 2
+  c.algorithms = ("varde", "uniform")
+  res = runner.run(c, str(tmp_path / "bpi"), log_summary=False)
+  assert res["regret"]["file"]["varde"]["64"]["runs"] == 4
