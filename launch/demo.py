@@ -18,6 +18,8 @@ from launch import distributed
 # (experiment, get_config argument) in the order they run.
 DEMOS = (
     ("varde_bai", "cpu,problem=E1"),
+    ("varde_mcts", "smoke,envs=tree"),
+    ("varde_bpi", "smoke"),
     ("model_smc", "cpu,task=pelts"),
     ("reg", "cpu,tasks=pendulum,kinds=medium"),
 )
