@@ -22,6 +22,7 @@ DEMOS = (
     ("varde_bpi", "smoke"),
     ("model_smc", "cpu,task=pelts"),
     ("reg", "cpu,tasks=pendulum,kinds=medium"),
+    ("graphpfn_prior", "smoke,probe_graphs=0"),
 )
 
 FLAGS = flags.FLAGS

@@ -8,6 +8,7 @@ To add an experiment: write ``launch/configs/<name>.py`` and
 from __future__ import annotations
 
 from launch.experiments import flow_matching
+from launch.experiments import graphpfn_prior
 from launch.experiments import model_smc
 from launch.experiments import reg
 from launch.experiments import varde_bai
@@ -23,6 +24,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         varde_bpi.EXPERIMENT,
         model_smc.EXPERIMENT,
         reg.EXPERIMENT,
+        graphpfn_prior.EXPERIMENT,
         flow_matching.EXPERIMENT,
     )
 }

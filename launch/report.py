@@ -38,6 +38,7 @@ REPORTS = {
     "model_smc_pelts": ("model_smc", "cpu,task=pelts", ("predictive_bands", "posterior_mass", "diagnostics")),
     "model_smc_flu": ("model_smc", "cpu,task=flu", ("predictive_bands", "posterior_mass")),
     "reg_cpu": ("reg", "cpu", ("learning_curves",)),
+    "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("statistics", "graphs")),
 }
 
 FLAGS = flags.FLAGS

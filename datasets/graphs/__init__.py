@@ -1,0 +1,1 @@
+"""Graph data: the GraphPFN prior's TFDS builder, networkx's karate club, Planetoid citation graphs."""

@@ -1,0 +1,149 @@
+"""Planetoid citation graphs (Cora, CiteSeer, PubMed) from their original files.
+
+The format of Yang, Cohen & Salakhutdinov (2016), "Revisiting semi-supervised
+learning with graph embeddings", as used by Kipf & Welling (2017):
+``ind.<name>.{x, y, tx, ty, allx, ally, graph}`` are pickles (scipy sparse
+feature rows, one-hot label rows, a dict of adjacency lists) and
+``ind.<name>.test.index`` lists the test nodes' ids, one per line. Rows of
+``allx``/``ally`` are nodes ``0..len(allx)-1``; row ``i`` of ``tx``/``ty``
+is node ``sorted(test.index)[i]``; CiteSeer's isolated test nodes (ids in the
+test range without a row) get zero features and no label, as in Kipf & Welling.
+
+No download happens here: put the files in a directory and call :func:`load`.
+A truncated or inconsistent file fails with :class:`PlanetoidFormatError`
+naming the file and the array.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Mapping
+
+import numpy as np
+import scipy.sparse as sp
+
+PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
+
+
+class PlanetoidFormatError(ValueError):
+  """A Planetoid file that is missing, truncated or inconsistent with the others."""
+
+
+def _path(directory: str, name: str, part: str) -> str:
+  return os.path.join(directory, f"ind.{name}.{part}")
+
+
+def _read(directory: str, name: str, part: str):
+  path = _path(directory, name, part)
+  if not os.path.exists(path):
+    raise PlanetoidFormatError(f"{path}: missing (array {part!r})")
+  try:
+    with open(path, "rb") as f:
+      return pickle.load(f, encoding="latin1")
+  except Exception as e:  # pickle raises many kinds on a truncated file
+    raise PlanetoidFormatError(f"{path}: cannot read array {part!r} (truncated or not a pickle: {type(e).__name__}: {e})") from e
+
+
+def _rows(directory, name, part, a) -> int:
+  if not hasattr(a, "shape") or len(a.shape) != 2:
+    raise PlanetoidFormatError(f"{_path(directory, name, part)}: array {part!r} is not a 2-D matrix")
+  return a.shape[0]
+
+
+def load(directory: str, name: str) -> dict:
+  """Reads ``ind.<name>.*`` from ``directory``.
+
+  Returns:
+    ``senders``/``receivers`` (int32, each undirected edge once, ``u < v``),
+    ``num_nodes``, ``x`` (``[N, D]`` float32), ``y`` (``[N]`` int32, -1 for
+    nodes without a label), ``train_index`` (the ``len(y)`` labelled training
+    nodes), ``val_index`` (the next 500) and ``test_index`` (sorted).
+
+  Raises:
+    PlanetoidFormatError: naming the file and the array at fault.
+  """
+  arrays = {p: _read(directory, name, p) for p in PARTS}
+  idx_path = _path(directory, name, "test.index")
+  try:
+    with open(idx_path) as f:
+      test = np.array([int(line) for line in f if line.strip()], np.int64)
+  except FileNotFoundError as e:
+    raise PlanetoidFormatError(f"{idx_path}: missing (array 'test.index')") from e
+  except ValueError as e:
+    raise PlanetoidFormatError(f"{idx_path}: array 'test.index' has a line that is not an integer ({e})") from e
+  rows = {p: _rows(directory, name, p, arrays[p]) for p in PARTS if p != "graph"}
+  for feat, lab in (("x", "y"), ("allx", "ally"), ("tx", "ty")):
+    if rows[feat] != rows[lab]:
+      raise PlanetoidFormatError(
+          f"{_path(directory, name, lab)}: array {lab!r} has {rows[lab]} rows but {feat!r} has {rows[feat]}")
+  if rows["tx"] != len(test):
+    raise PlanetoidFormatError(f"{idx_path}: array 'test.index' has {len(test)} ids but 'tx' has {rows['tx']} rows")
+  width = {p: arrays[p].shape[1] for p in ("x", "allx", "tx")}
+  if len(set(width.values())) != 1:
+    raise PlanetoidFormatError(f"{_path(directory, name, 'tx')}: feature widths differ across x/allx/tx: {width}")
+  classes = {p: arrays[p].shape[1] for p in ("y", "ally", "ty")}
+  if len(set(classes.values())) != 1:
+    raise PlanetoidFormatError(f"{_path(directory, name, 'ty')}: label widths differ across y/ally/ty: {classes}")
+  n_all = rows["allx"]
+  if len(test) and (test.min() < n_all or len(np.unique(test)) != len(test)):
+    raise PlanetoidFormatError(f"{idx_path}: array 'test.index' must hold distinct ids >= len(allx)={n_all}")
+  if rows["y"] > n_all:
+    raise PlanetoidFormatError(f"{_path(directory, name, 'y')}: array 'y' has {rows['y']} rows, more than 'ally' ({n_all})")
+  num_nodes = max(n_all + rows["tx"], int(test.max()) + 1 if len(test) else 0)
+  x = np.zeros((num_nodes, width["x"]), np.float32)
+  y = np.full((num_nodes,), -1, np.int32)
+  dense = lambda a: np.asarray(a.todense() if sp.issparse(a) else a, np.float32)  # noqa: E731
+  x[:n_all] = dense(arrays["allx"])
+  ally = np.asarray(arrays["ally"])
+  y[:n_all] = np.where(ally.sum(1) > 0, ally.argmax(1), -1)
+  order = np.sort(test)
+  x[order] = dense(arrays["tx"])  # row i of tx is node sorted(test)[i]
+  ty = np.asarray(arrays["ty"])
+  y[order] = np.where(ty.sum(1) > 0, ty.argmax(1), -1)
+  graph = arrays["graph"]
+  if not isinstance(graph, Mapping):
+    raise PlanetoidFormatError(f"{_path(directory, name, 'graph')}: array 'graph' is not a dict of adjacency lists")
+  edges = set()
+  for u, nbrs in graph.items():
+    for v in nbrs:
+      if not (0 <= int(u) < num_nodes and 0 <= int(v) < num_nodes):
+        raise PlanetoidFormatError(
+            f"{_path(directory, name, 'graph')}: array 'graph' has edge ({u}, {v}) past the node count {num_nodes}")
+      if int(u) != int(v):
+        edges.add((min(int(u), int(v)), max(int(u), int(v))))
+  e = np.array(sorted(edges), np.int32).reshape(-1, 2)
+  return {"senders": e[:, 0], "receivers": e[:, 1], "num_nodes": num_nodes, "x": x, "y": y,
+          "train_index": np.arange(rows["y"]), "val_index": np.arange(rows["y"], min(rows["y"] + 500, n_all)),
+          "test_index": order}
+
+
+def write(directory: str, name: str, *, x, y, senders, receivers, num_train: int, test_index) -> None:
+  """Writes a graph in the Planetoid format (for fixtures and for converting your own data).
+
+  Args:
+    x: ``[N, D]`` features; y: ``[N]`` int labels; senders/receivers: edges.
+    num_train: nodes ``0..num_train-1`` are ``x``/``y`` (the labelled training set).
+    test_index: test node ids (all ``>=`` the last non-test node); the other
+      nodes go to ``allx``/``ally`` in id order.
+  """
+  os.makedirs(directory, exist_ok=True)
+  test = np.asarray(test_index)
+  rest = np.setdiff1d(np.arange(len(y)), test)
+  k = int(np.max(y)) + 1
+  onehot = np.eye(k, dtype=np.float32)[np.asarray(y)]
+  adj = {}
+  for u, v in zip(senders, receivers):
+    adj.setdefault(int(u), []).append(int(v))
+    adj.setdefault(int(v), []).append(int(u))
+  parts = {
+      "x": sp.csr_matrix(np.asarray(x, np.float32)[:num_train]), "y": onehot[:num_train],
+      "allx": sp.csr_matrix(np.asarray(x, np.float32)[rest]), "ally": onehot[rest],
+      "tx": sp.csr_matrix(np.asarray(x, np.float32)[np.sort(test)]), "ty": onehot[np.sort(test)], "graph": adj,
+  }
+  for part, value in parts.items():
+    with open(_path(directory, name, part), "wb") as f:
+      pickle.dump(value, f, protocol=2)
+  rng = np.random.default_rng(0)
+  with open(_path(directory, name, "test.index"), "w") as f:
+    f.writelines(f"{i}\n" for i in rng.permutation(test))

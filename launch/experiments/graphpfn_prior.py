@@ -1,0 +1,232 @@
+"""Experiment ``graphpfn_prior``: sample the GraphPFN prior, report its statistics.
+
+Config: ``launch/configs/graphpfn_prior.py``. Graph ``i`` is sampled from
+``fold_in(key(seed), i)``, so a sample does not depend on the batch size or
+the device count. Batches of ``batch_size`` graphs are one jitted, vmapped
+call whose graph axis is sharded over the mesh's ``data`` axis; after each
+batch the statistics of its graphs (``methods.graphpfn.statistics``) are
+checkpointed, so a killed run resumes and ends with the same numbers. Then:
+the "graph matters" probe (ridge with and without neighbour-averaged
+features) on two arms, ``graph_conv_ratio = probe_high_ratio`` and ``0``;
+the first ``tfds_examples`` samples written through the TFDS builder
+``graphpfn_prior`` and read back; histograms and drawings of sampled graphs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from launch import config_schema as cs
+from launch import mesh as mesh_lib
+from launch import metrics
+from launch.configs import common
+from launch.configs import graphpfn_prior as prior_config
+from launch.experiments import graphpfn_prior_report as report
+from launch.runtime import Context, Experiment
+from methods import graphpfn
+from methods.common import hparams
+from methods.graphpfn import statistics as stats_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig(hparams.Hyperparameters):
+  """Launcher-only keys of the experiment."""
+
+  num_graphs: int = hparams.field(2048, "Prior samples whose statistics are reported.", low=1)
+  batch_size: int = hparams.field(64, "Graphs per jitted call (one checkpoint each).", low=1)
+  probe_graphs: int = hparams.field(256, "Samples per arm (in expectation) of the graph-matters probe (0: skip).", low=0)
+  probe_high_ratio: float = hparams.field(1.0, "graph_conv_ratio of the probe's graph arm.", low=0, high=1, low_open=True)
+  num_drawings: int = hparams.field(6, "Sampled graphs drawn in graphs.png.", low=0, high=24)
+  tfds_examples: int = hparams.field(32, "Samples written and read back through the TFDS builder.", low=0)
+  data_dir: str = hparams.field("", "TFDS data dir ('': <workdir>/data).")
+
+
+class Tallies(NamedTuple):
+  """Checkpointed state: one row of statistics per sampled graph."""
+
+  stats: np.ndarray  # [G, len(STATS)] float64, NaN where undefined or not sampled yet
+  params: np.ndarray  # [G, len(PARAM_FIELDS)] float64: each graph's sampled hyperparameters
+
+
+PARAM_FIELDS = (
+    [f"structure.{f}" for f in graphpfn.StructureParams._fields]
+    + [f"attributes.{f}" for f in graphpfn.AttributeParams._fields if f != "activation"]
+)
+
+
+def hparams_of(config: ml_collections.ConfigDict):
+  return (hparams.from_config(graphpfn.StructureConfig, config.structure),
+          hparams.from_config(graphpfn.AttributeConfig, config.attributes))
+
+
+def _sampler(structure_hp, attribute_hp, mesh, with_probe=False):
+  """``(seed key, start, count, size) -> samples [size]``: graph ``start + i`` from ``fold_in(key, start + i)``.
+
+  The keys' axis is sharded over ``mesh``; the jitted sampler is
+  :func:`methods.graphpfn.batch_fn` (one compilation per config and size).
+  """
+  fn = graphpfn.batch_fn(structure_hp, attribute_hp, with_probe)
+
+  def call(key, start, count, size):
+    padded = mesh_lib.padded_size(size, mesh)
+    ids = np.zeros((padded,), np.int32)
+    ids[:count] = np.arange(start, start + count)
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.asarray(ids))
+    return mesh_lib.to_host(fn(jax.device_put(keys, mesh_lib.data_sharding(mesh))))
+
+  return call
+
+
+def _param_row(batch, i) -> list[float]:
+  row = [float(np.asarray(getattr(batch.structure, f))[i]) for f in graphpfn.StructureParams._fields]
+  row += [float(np.asarray(getattr(batch.attributes, f))[i]) for f in graphpfn.AttributeParams._fields if f != "activation"]
+  return row
+
+
+def _to_checkpoint(t: Tallies) -> dict:
+  """Checkpoints hold finite numbers: undefined statistics (NaN) are stored as 0 with a ``defined`` mask."""
+  return {"stats": np.nan_to_num(t.stats), "stats_defined": np.isfinite(t.stats),
+          "params": np.nan_to_num(t.params), "params_defined": np.isfinite(t.params)}
+
+
+def _from_checkpoint(state: dict) -> Tallies:
+  return Tallies(np.where(state["stats_defined"], state["stats"], np.nan),
+                 np.where(state["params_defined"], state["params"], np.nan))
+
+
+def sample_batches(config, ctx: Context, structure_hp, attribute_hp):
+  """Samples every graph (resuming from checkpoints); returns the filled :class:`Tallies` and seconds spent."""
+  g, b = config.num_graphs, config.batch_size
+  chunks = math.ceil(g / b)
+  initial = Tallies(np.full((g, len(stats_lib.STATS)), np.nan), np.full((g, len(PARAM_FIELDS)), np.nan))
+  done, state, _ = ctx.restore_or(_to_checkpoint(initial))
+  tallies = _from_checkpoint(state)
+  fn = _sampler(structure_hp, attribute_hp, ctx.mesh)
+  base = jax.random.key(config.seed)
+  progress = metrics.Progress(g, unit="graphs", start=min(done * b, g))
+  progress.label = "[graphpfn_prior] "
+  sample_time = 0.0
+  for c in range(done, chunks):
+    start, count = c * b, min(b, g - c * b)
+    t0 = time.perf_counter()
+    batch = fn(base, start, count, b)
+    sample_time += time.perf_counter() - t0
+    for i in range(count):
+      row = stats_lib.graph_statistics(stats_lib.host_sample(batch, i))
+      tallies.stats[start + i] = [row[k] for k in stats_lib.STATS]
+      tallies.params[start + i] = _param_row(batch, i)
+    ok = float(np.mean(np.asarray(batch.ok)[:count]))
+    ctx.writer.log(c + 1, graphs=start + count, ok_share=ok, graphs_per_s=progress.rate(start + count),
+                   mean_nodes=float(np.nanmean(tallies.stats[start:start + count, 0])))
+    progress.update(start + count)
+    ctx.save(c + 1, _to_checkpoint(tallies), force=c + 1 == chunks)
+  return tallies, sample_time
+
+
+def probe_arms(config, ctx: Context, structure_hp, attribute_hp) -> dict:
+  """Graph-matters probe: accuracy gap (with - without neighbour features) per arm, paired per graph."""
+  out = {}
+  if config.probe_graphs == 0:
+    return out
+  # One sampler for both arms: graph_conv_ratio is drawn from (0, high) per graph, arms split after.
+  hp = dataclasses.replace(
+      attribute_hp, graph_conv_ratios=(0.0, config.probe_high_ratio), tasks=("binary", "multiclass"),
+      degree_input_prob=0.0, pagerank_input_prob=0.0, eigvec_input_prob=0.0)
+  fn = _sampler(structure_hp, hp, ctx.mesh, with_probe=True)
+  base = jax.random.fold_in(jax.random.key(config.seed), 1)
+  ratio, plain, graph = [], [], []
+  for start in range(0, 2 * config.probe_graphs, config.batch_size):
+    count = min(config.batch_size, 2 * config.probe_graphs - start)
+    s, res = fn(base, start, count, config.batch_size)
+    use = np.asarray(res.usable)[:count]
+    ratio += list(np.asarray(s.attributes.graph_conv_ratio)[:count][use])
+    plain += list(np.asarray(res.acc_plain)[:count][use])
+    graph += list(np.asarray(res.acc_graph)[:count][use])
+  ratio, plain, graph = map(np.asarray, (ratio, plain, graph))
+  for name, value in (("high", config.probe_high_ratio), ("zero", 0.0)):
+    arm = np.isclose(ratio, value)
+    out[name] = report.paired(graph[arm], plain[arm]) | {"graph_conv_ratio": value}
+  return out
+
+
+def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
+  """Writes the first ``tfds_examples`` samples through the TFDS builder and reads them back."""
+  if config.tfds_examples == 0:
+    return {}
+  from datasets.graphs import prior_builder  # pylint: disable=g-import-not-at-top
+
+  data_dir = config.data_dir or os.path.join(ctx.workdir, "data")
+  manual = os.path.join(data_dir, "staged")
+  fn = _sampler(structure_hp, attribute_hp, ctx.mesh)
+  base = jax.random.key(config.seed)
+  if not prior_builder.builder(data_dir).is_prepared():
+    for shard, start in enumerate(range(0, config.tfds_examples, config.batch_size)):
+      count = min(config.batch_size, config.tfds_examples - start)
+      batch = fn(base, start, count, config.batch_size)
+      examples = []
+      for i in range(count):
+        s = stats_lib.host_sample(batch, i)
+        examples.append((start + i, s))
+      prior_builder.stage(manual, shard, examples)
+    prior_builder.prepare(data_dir, manual)
+  source = prior_builder.data_source(data_dir)
+  first = source[0]
+  return {"examples": len(source), "data_dir": os.path.relpath(data_dir, ctx.workdir),
+          "first_example": {"num_nodes": int(first["x"].shape[0]), "num_edges": int(first["senders"].shape[0]),
+                            "num_features": int(first["x"].shape[1]), "task": int(first["task"])}}
+
+
+def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
+  """Samples, probes, writes TFDS examples; returns ``results.json``'s content."""
+  start = time.perf_counter()
+  structure_hp, attribute_hp = hparams_of(config)
+  tallies, sample_time = sample_batches(config, ctx, structure_hp, attribute_hp)
+  probes = probe_arms(config, ctx, structure_hp, attribute_hp)
+  tfds_info = write_tfds(config, ctx, structure_hp, attribute_hp)
+  drawings = []
+  if config.num_drawings:
+    fn = _sampler(structure_hp, attribute_hp, ctx.mesh)
+    batch = fn(jax.random.key(config.seed), 0, config.num_drawings, config.batch_size)
+    drawings = [stats_lib.host_sample(batch, i) for i in range(config.num_drawings)]
+  results = report.summarize(config, structure_hp, attribute_hp, tallies, PARAM_FIELDS, probes, tfds_info)
+  results["sampling_s"] = sample_time
+  results["wall_time_s"] = time.perf_counter() - start
+  report.make_figures(results, tallies, drawings, ctx.writer)
+  return results
+
+
+def schema() -> cs.Schema:
+  constraints = {**common.BASE_CONSTRAINTS, "experiment": cs.OneOf(("graphpfn_prior",))}
+
+  def checks(config):
+    if config.num_drawings > config.num_graphs:
+      yield "num_drawings", f"{config.num_drawings} is more than num_graphs={config.num_graphs}"
+    if config.num_drawings > config.batch_size:
+      yield "num_drawings", f"{config.num_drawings} is more than batch_size={config.batch_size}"
+
+  return cs.Schema(
+      prior_config.get_config(),
+      constraints,
+      checks=(common.mesh_check, lambda c: list(checks(c))),
+      sections=(cs.Section("", RunConfig), cs.Section("structure", graphpfn.StructureConfig),
+                cs.Section("attributes", graphpfn.AttributeConfig)),
+  )
+
+
+EXPERIMENT = Experiment(
+    name="graphpfn_prior",
+    get_config=prior_config.get_config,
+    schema=schema,
+    run=run,
+    summary=report.format_table,
+    markdown=report.markdown_table,
+)

@@ -1,0 +1,97 @@
+"""Graph data: karate club, Planetoid-format files (real format, corrupted variants), the TFDS prior builder."""
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from datasets.graphs import karate
+from datasets.graphs import planetoid
+from datasets.graphs import prior_builder
+
+
+def test_karate_club():
+  d = karate.load()
+  assert d["num_nodes"] == 34 and len(d["senders"]) == 78
+  assert np.all(d["senders"] < d["receivers"]) and set(np.unique(d["y"])) == {0, 1}
+  assert d["y"][0] == 0 and d["y"][33] == 1  # Mr. Hi and the officer
+
+
+def _fixture(tmp_path, name="tiny"):
+  rng = np.random.default_rng(0)
+  n, d = 30, 5
+  x = (rng.random((n, d)) < 0.3).astype(np.float32)
+  y = rng.integers(0, 3, n)
+  edges = [(i, (i + 1) % n) for i in range(n)] + [(0, 15), (3, 22)]
+  s, r = np.array(edges).T
+  test = np.arange(20, 30)
+  directory = str(tmp_path / "planetoid")
+  planetoid.write(directory, name, x=x, y=y, senders=s, receivers=r, num_train=6, test_index=test)
+  return directory, x, y, edges
+
+
+def test_planetoid_roundtrip_in_the_real_format(tmp_path):
+  directory, x, y, edges = _fixture(tmp_path)
+  with open(os.path.join(directory, "ind.tiny.allx"), "rb") as f:
+    assert type(pickle.load(f)).__name__ == "csr_matrix"  # scipy sparse rows, as in the originals
+  d = planetoid.load(directory, "tiny")
+  assert d["num_nodes"] == 30
+  np.testing.assert_array_equal(d["x"], x)
+  np.testing.assert_array_equal(d["y"], y)
+  assert len(d["senders"]) == len(edges)
+  np.testing.assert_array_equal(d["test_index"], np.arange(20, 30))
+  np.testing.assert_array_equal(d["train_index"], np.arange(6))
+
+
+def _overwrite(directory, part, value):
+  with open(os.path.join(directory, f"ind.tiny.{part}"), "wb") as f:
+    pickle.dump(value, f, protocol=2)
+
+
+def test_planetoid_bad_files_are_named(tmp_path):
+  directory, *_ = _fixture(tmp_path)
+  path = os.path.join(directory, "ind.tiny.graph")
+  with open(path, "rb") as f:
+    raw = f.read()
+  with open(path, "wb") as f:
+    f.write(raw[: len(raw) // 2])
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.tiny\.graph.*'graph'.*truncated"):
+    planetoid.load(directory, "tiny")
+  directory, *_ = _fixture(tmp_path / "b")
+  _overwrite(directory, "graph", {0: [1, 57]})
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.tiny\.graph.*\(0, 57\) past the node count 30"):
+    planetoid.load(directory, "tiny")
+  directory, *_ = _fixture(tmp_path / "c")
+  _overwrite(directory, "ally", np.zeros((3, 3), np.float32))
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.tiny\.ally.*'ally' has 3 rows but 'allx' has 20"):
+    planetoid.load(directory, "tiny")
+  directory, *_ = _fixture(tmp_path / "d")
+  with open(os.path.join(directory, "ind.tiny.test.index"), "a") as f:
+    f.write("7\n")
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"test\.index"):
+    planetoid.load(directory, "tiny")
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.other\.x.*missing"):
+    planetoid.load(directory, "other")
+
+
+def test_prior_builder_writes_and_reads_back(tmp_path):
+  rng = np.random.default_rng(0)
+  examples = []
+  for i in range(3):
+    n = 5 + i
+    examples.append((i, {"senders": np.arange(n - 1), "receivers": np.arange(1, n), "x": rng.normal(size=(n, 2 + i)),
+                         "y": rng.integers(0, 2, n), "train_mask": rng.random(n) < 0.5, "task": 1, "num_classes": 2}))
+  manual, data = str(tmp_path / "staged"), str(tmp_path / "data")
+  prior_builder.stage(manual, 0, examples[:2])
+  prior_builder.stage(manual, 1, examples[2:])
+  prior_builder.prepare(data, manual)
+  source = prior_builder.data_source(data)
+  assert len(source) == 3
+  for i, ex in examples:
+    got = source[i]
+    np.testing.assert_allclose(got["x"], ex["x"].astype(np.float32))
+    np.testing.assert_array_equal(got["senders"], ex["senders"])
+    assert int(got["task"]) == 1
+  with pytest.raises(FileNotFoundError, match="not prepared"):
+    prior_builder.data_source(str(tmp_path / "empty"))
