@@ -23,6 +23,7 @@ DEMOS = (
     ("model_smc", "cpu,task=pelts"),
     ("reg", "cpu,tasks=pendulum,kinds=medium"),
     ("graphpfn_prior", "smoke,probe_graphs=0"),
+    ("flow_matching", "smoke,reduction=0"),
 )
 
 FLAGS = flags.FLAGS

@@ -38,6 +38,7 @@ REPORTS = {
     "model_smc_pelts": ("model_smc", "cpu,task=pelts", ("predictive_bands", "posterior_mass", "diagnostics")),
     "model_smc_flu": ("model_smc", "cpu,task=flu", ("predictive_bands", "posterior_mass")),
     "reg_cpu": ("reg", "cpu", ("learning_curves",)),
+    "flow_matching_cpu": ("flow_matching", "cpu", ("sample_grid", "t_split_curves", "data_reduction")),
     "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("statistics", "graphs")),
 }
 

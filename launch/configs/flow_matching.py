@@ -24,10 +24,10 @@ from methods.flow_matching import scoring
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>[,dataset=digits|mnist5k]"``."""
+  """Config for ``arg`` = ``"<preset>[,dataset=digits|mnist5k][,reduction=0]"`` (``reduction=0``: no data reduction)."""
   from launch.experiments import flow_matching as experiment  # pylint: disable=g-import-not-at-top
 
-  opts = common.parse_arg(arg, dataset="")
+  opts = common.parse_arg(arg, dataset="", reduction=1)
   config = common.base_config("flow_matching", opts.preset)
   config.update(hparams.to_config(experiment.RunConfig))
   config.flow = ml_collections.ConfigDict(hparams.to_config(fm.FlowConfig))
@@ -69,6 +69,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.classifier.steps = 10_000
     config.large.update(width=384, depth=12, heads=6, patch=1)  # DiT-S-like
     config.small.update(width=128, depth=4, heads=4, patch=1)
+  if not opts.reduction:
+    config.reduction_seeds = 0
   if opts.dataset:
     config.dataset = opts.dataset
     if opts.dataset == "mnist5k" and opts.preset != "paper":
