@@ -14,14 +14,14 @@ S, A, N = 4, 2, 300
 
 
 def _data(seed=0):
-  k = jax.random.split(jax.random.PRNGKey(seed), 4)
+  k = jax.random.split(jax.random.key(seed), 4)
   return reg.Batch(jax.random.normal(k[0], (N, S)), jnp.tanh(jax.random.normal(k[1], (N, A))),
                    jax.random.normal(k[2], (N,)), jax.random.normal(k[3], (N, S)), jnp.zeros(N))
 
 
 def test_state_and_action_shapes():
   hp = reg.Hparams(hidden=(16, 8))
-  state = reg.init(jax.random.PRNGKey(0), S, A, hp=hp)
+  state = reg.init(jax.random.key(0), S, A, hp=hp)
   chex.assert_shape(state.actor["params"]["MLP_0"]["Dense_0"]["kernel"], (S, 16))
   chex.assert_shape(state.actor["params"]["log_std"], (A,))
   chex.assert_shape(state.critic["params"]["VmapMLP_0"]["Dense_0"]["kernel"], (2, S + A, 16))  # twin Q
@@ -41,7 +41,7 @@ def test_state_and_action_shapes():
 @pytest.mark.parametrize("algorithm", sorted(reg.ALGORITHMS))
 def test_every_algorithm_updates_and_keeps_shapes(algorithm):
   hp = reg.Hparams(hidden=(8, 8), batch_size=16, **reg.ALGORITHMS[algorithm])
-  state = reg.init(jax.random.PRNGKey(0), S, A, hp=hp)
+  state = reg.init(jax.random.key(0), S, A, hp=hp)
   new, metrics = jax.jit(functools.partial(reg.train_chunk, num_updates=3, hp=hp))(state, _data())
   chex.assert_trees_all_equal_shapes_and_dtypes(state, new)
   assert int(new.step) == 3
@@ -60,7 +60,7 @@ def test_no_recompiles_across_chunks_and_buffer_sizes():
   def chunk(state, data, size):
     return reg.train_chunk(state, data, size, num_updates=2, hp=hp)
 
-  state = reg.init(jax.random.PRNGKey(0), S, A, hp=hp)
+  state = reg.init(jax.random.key(0), S, A, hp=hp)
   data = _data()
   for size in (50, 120, 300):  # a filling replay buffer: same shapes, traced size
     state, _ = chunk(state, data, jnp.int32(size))
@@ -69,7 +69,7 @@ def test_no_recompiles_across_chunks_and_buffer_sizes():
 
 def test_vmapped_seeds_are_independent_and_match_single_runs():
   hp = reg.Hparams(hidden=(8,), batch_size=16)
-  keys = jax.random.split(jax.random.PRNGKey(0), 3)
+  keys = jax.random.split(jax.random.key(0), 3)
   states = jax.vmap(functools.partial(reg.init, obs_dim=S, action_dim=A, hp=hp))(keys)
   chex.assert_shape(states.step, (3,))
   out, metrics = jax.jit(jax.vmap(functools.partial(reg.train_chunk, num_updates=4, hp=hp), in_axes=(0, None)))(
@@ -85,7 +85,7 @@ def test_vmapped_seeds_are_independent_and_match_single_runs():
 
 def test_sampling_respects_the_buffer_size():
   data = _data()
-  batch = reg.sample_batch(data, jax.random.PRNGKey(0), 1000, 10)
+  batch = reg.sample_batch(data, jax.random.key(0), 1000, 10)
   rows = {tuple(np.asarray(r)) for r in batch.observations}
   assert rows <= {tuple(np.asarray(r)) for r in data.observations[:10]}
 

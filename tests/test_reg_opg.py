@@ -12,8 +12,8 @@ from methods.reg import opg
 
 def _setup(seed=0, n=256, obs_dim=5, act_dim=3, hidden=(64, 64)):
   hp = reg.Hparams(critic="reg", extraction="opg", hidden=hidden)
-  state = reg.init(jax.random.PRNGKey(seed), obs_dim, act_dim, hp=hp)
-  k = jax.random.split(jax.random.PRNGKey(seed + 1), 3)
+  state = reg.init(jax.random.key(seed), obs_dim, act_dim, hp=hp)
+  k = jax.random.split(jax.random.key(seed + 1), 3)
   obs = jax.random.normal(k[0], (n, obs_dim))
   batch = reg.Batch(obs, jnp.tanh(jax.random.normal(k[1], (n, act_dim))), jnp.zeros(n), obs, jnp.zeros(n))
   # Make the critic informative: a few random critic parameters scaled up.
@@ -24,7 +24,7 @@ def _setup(seed=0, n=256, obs_dim=5, act_dim=3, hidden=(64, 64)):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_orthogonal_to_bc_gradient_on_raw_gradients(seed):
   hp, state, batch, nets = _setup(seed)
-  g_pg, g_bc, _ = reg.opg_gradients(state.actor, state.critic, batch, nets, hp, jax.random.PRNGKey(9))
+  g_pg, g_bc, _ = reg.opg_gradients(state.actor, state.critic, batch, nets, hp, jax.random.key(9))
   perp, _ = reg.orthogonal_component(g_pg, g_bc, projection="flat")
   a, _ = ravel_pytree(perp)
   b, _ = ravel_pytree(g_bc)
@@ -37,15 +37,15 @@ def test_orthogonal_to_bc_gradient_on_raw_gradients(seed):
 
 
 def test_orthogonal_even_when_gradients_nearly_align():
-  g_bc = jax.random.normal(jax.random.PRNGKey(0), (10_000,))
-  g_pg = 3.0 * g_bc + 1e-3 * jax.random.normal(jax.random.PRNGKey(1), (10_000,))
+  g_bc = jax.random.normal(jax.random.key(0), (10_000,))
+  g_pg = 3.0 * g_bc + 1e-3 * jax.random.normal(jax.random.key(1), (10_000,))
   perp = opg.project_out(g_pg, g_bc)
   assert abs(float(opg._cos(perp, g_bc))) < 1e-5  # pylint: disable=protected-access
 
 
 def test_per_layer_projection_is_orthogonal_in_every_block():
   hp, state, batch, nets = _setup(3)
-  g_pg, g_bc, _ = reg.opg_gradients(state.actor, state.critic, batch, nets, hp, jax.random.PRNGKey(9))
+  g_pg, g_bc, _ = reg.opg_gradients(state.actor, state.critic, batch, nets, hp, jax.random.key(9))
   perp, conflict = reg.orthogonal_component(g_pg, g_bc, projection="layer")
   blocks = opg._layer_blocks(g_pg)  # pylint: disable=protected-access
   assert len(blocks) == 4  # three Dense layers and the log-std
@@ -65,7 +65,7 @@ def test_tiny_pure_orthogonal_step_leaves_bc_loss_unchanged_to_first_order():
     hp, state, batch, nets = _setup(4)
     to64 = lambda t: jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), t)  # noqa: E731
     actor, critic, batch = to64(state.actor), to64(state.critic), to64(batch)
-    g_pg, g_bc, bc0 = reg.opg_gradients(actor, critic, batch, nets, hp, jax.random.PRNGKey(9))
+    g_pg, g_bc, bc0 = reg.opg_gradients(actor, critic, batch, nets, hp, jax.random.key(9))
     _, info = reg.opg_combine(g_pg, g_bc, eta=1.0)
     g, _ = reg.opg_combine(g_pg, g_bc, eta=1.0, direction="perp")
     unit = lambda t: jax.tree.map(lambda x: x / jnp.linalg.norm(ravel_pytree(t)[0]), t)  # noqa: E731
@@ -82,7 +82,7 @@ def test_tiny_pure_orthogonal_step_leaves_bc_loss_unchanged_to_first_order():
 
 def test_ablation_switches():
   hp, state, batch, nets = _setup(5)
-  g_pg, g_bc, _ = reg.opg_gradients(state.actor, state.critic, batch, nets, hp, jax.random.PRNGKey(9))
+  g_pg, g_bc, _ = reg.opg_gradients(state.actor, state.critic, batch, nets, hp, jax.random.key(9))
   perp, _ = reg.orthogonal_component(g_pg, g_bc)
   eta = 0.7
   close = lambda a, b: chex.assert_trees_all_close(a, b, rtol=1e-5, atol=1e-7)  # noqa: E731

@@ -67,7 +67,7 @@ def run(quick: bool) -> list[dict]:
   batch = reg.Batch(*(jnp.asarray(data[k]) for k in ("observations", "actions", "rewards", "next_observations",
                                                      "terminals")))
   hp = reg.Hparams(hidden=hidden, batch_size=256)
-  state = reg.init(jax.random.PRNGKey(0), OBS, ACT, hp=hp)
+  state = reg.init(jax.random.key(0), OBS, ACT, hp=hp)
   if jax.default_backend() == "gpu" and reg_torch.cuda_available():
     # Like for like on a GPU machine: the peer runs on the same GPU.
     torch_rate = reg_torch.updates_per_second(data, torch_updates, hidden, 256, device="cuda")
@@ -93,7 +93,7 @@ def run(quick: bool) -> list[dict]:
   })
 
   single = jax.jit(functools.partial(reg.update, hp=hp))
-  b = reg.sample_batch(batch, jax.random.PRNGKey(1), 256)
+  b = reg.sample_batch(batch, jax.random.key(1), 256)
 
   def loop(s):
     for _ in range(20):
@@ -109,7 +109,7 @@ def run(quick: bool) -> list[dict]:
   })
 
   states = jax.vmap(functools.partial(reg.init, obs_dim=OBS, action_dim=ACT, hp=hp))(
-      jax.random.split(jax.random.PRNGKey(0), seeds))
+      jax.random.split(jax.random.key(0), seeds))
   vscan = jax.jit(jax.vmap(functools.partial(reg.train_chunk, num_updates=chunk // 5, hp=hp), in_axes=(0, None)))
   _, coldv, warmv = _timed(vscan, (states, batch), 2)
   oursv = seeds * (chunk // 5) / warmv
