@@ -92,8 +92,8 @@ def test_worst_case_ratios():
                              512 * jax.nn.softmax(u / 0.5), rtol=1e-4)
   xi = losses.worst_case_ratio(u, ambiguity="simplex", regularizer="none", tau=0.7, lam=1.0)
   assert float(xi[jnp.argmax(u)]) == 512.0
-  with pytest.raises(ValueError, match="kappa"):
-    losses.worst_case_ratio(u, ambiguity="kappa", regularizer="kl", tau=0.7, lam=1.0)
+  with pytest.raises(ValueError, match="kappa"):  # refused where the hyperparameters are declared
+    reg.Hparams(critic="reg", reg_ambiguity="kappa", reg_regularizer="kl")
 
 
 def test_kappa_ratio_is_the_expectile_dual_maximiser():
