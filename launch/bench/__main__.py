@@ -26,12 +26,13 @@ def define_flags() -> None:
 def _benches():
   from launch.bench import model_smc  # pylint: disable=g-import-not-at-top
   from launch.bench import varde_bai  # pylint: disable=g-import-not-at-top
+  from launch.bench import varde_mcts  # pylint: disable=g-import-not-at-top
   from launch.bench import reg  # pylint: disable=g-import-not-at-top
   from launch.bench import flow_matching  # pylint: disable=g-import-not-at-top
   from launch.bench import graphpfn  # pylint: disable=g-import-not-at-top
 
   # Fastest first: a run cut short keeps the most rows.
-  return {"varde_bai": varde_bai.run, "graphpfn": graphpfn.run, "reg": reg.run, "flow_matching": flow_matching.run,
+  return {"varde_bai": varde_bai.run, "varde_mcts": varde_mcts.run, "graphpfn": graphpfn.run, "reg": reg.run, "flow_matching": flow_matching.run,
           "model_smc": model_smc.run}
 
 
