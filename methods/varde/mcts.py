@@ -49,7 +49,7 @@ LEAF_VALUES = ("rollout", "zero")
 class MCTSHparams(hparams.Hyperparameters):
   """Tree-policy hyperparameters (Luong et al., 2026, Section 4; baselines' papers)."""
 
-  tau: float = hparams.field(0.1, "Temperature tau of the smooth max (VarDE, MENTS).", low=0, low_open=True)
+  tau: float = hparams.field(0.3, "Temperature tau of the smooth max (VarDE, MENTS), in value units.", low=0, low_open=True)
   var_floor: float = hparams.field(1e-4, "Floor on the edge return variances (VarDE).", low=0)
   uct_c: float = hparams.field(1.0, "Exploration constant c of UCT and Power-UCT.", low=0)
   ments_eps: float = hparams.field(0.1, "E2W exploration epsilon of MENTS.", low=0, low_open=True)
