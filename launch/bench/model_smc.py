@@ -139,7 +139,7 @@ def scipy_fit(obj: NumpyObjective, start: np.ndarray, restarts: int, jitter: flo
 def _fit_rate(quick: bool) -> dict:
   config = smc_config.get_config("cpu,task=pelts")
   task = tasks.build(config)
-  lib = st.Library(task.states, config.library)
+  lib = st.Library(task.states, tasks.library_of(config, task.states))
   mesh = mesh_lib.make_mesh()
   evaluator = smc_exp.make_evaluator(config, task, lib, mesh)
   rng = np.random.default_rng(0)

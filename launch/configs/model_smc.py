@@ -8,6 +8,10 @@ Tasks (``task=``):
   pelts      Hudson's Bay lynx and hare pelts, fit 1900-1915, held out 1916-1920.
   flu        1978 boarding-school influenza (S, I = in bed, C = convalescent),
              fit days 1-10, held out days 11-14.
+  csv        the user's own data: --config.data.path=<file.csv> (first column
+             time, the others observed states named by the header; see
+             launch/experiments/model_smc_csv.py), a Gaussian observation
+             model and the default library built from the state names.
   sim        any simulated system of envs.ode_systems.SYSTEMS (the one table of
              simulated systems): ``:cpu,task=sim,system=<name>`` takes the
              system's states, noise kind, rows and library (default: built
@@ -59,7 +63,7 @@ from methods.model_smc import smc
 from methods.model_smc import structure as st
 
 F = hparams.field
-TASKS = ("exact", "lv_sim", "pelts", "flu", "sim")
+TASKS = ("exact", "lv_sim", "pelts", "flu", "sim", "csv")
 # Named simulated tasks -> their system in envs.ode_systems.SYSTEMS (task=sim: config.sim.system).
 SIMULATED = {"exact": "damped_oscillator", "lv_sim": "lotka_volterra"}
 ALGORITHMS = ("tempered", "evidence_weighted")
@@ -71,10 +75,11 @@ BASELINES = ("hill_climb", "sindy")
 class Run(hparams.Hyperparameters):
   """The experiment's own keys (the method's are the sections fit, smc, reference, problem)."""
 
-  task: str = F("pelts", "Task: exact | lv_sim | pelts | flu | sim.", choices=TASKS)
+  task: str = F("pelts", "Task: exact | lv_sim | pelts | flu | sim | csv.", choices=TASKS)
   library: tuple[str, ...] = F(st.default_bodies(("hare", "lynx")),
-                               "Candidate term bodies (each term is sign * body; parameters fitted in log space).",
-                               nonempty=True)
+                               "Candidate term bodies (each term is sign * body; parameters fitted in log space); "
+                               "empty: a constant, each state, each pairwise product and each square.")
+  library_extra: tuple[str, ...] = F((), "Bodies appended to the library (e.g. to the default one).")
   algorithm: str = F("tempered", "tempered SMC, or evidence_weighted (the reference's scheme).", choices=ALGORITHMS)
   proposal: str = F("grammar", "grammar, or llm (evidence_weighted only).", choices=PROPOSALS)
   num_fit: int = F(16, "Rows fitted; the rest are held out.", low=3)
@@ -129,11 +134,26 @@ class Sim(hparams.Hyperparameters):
                       f"{sorted(ode_systems.SYSTEMS)}"
 
 
+@dataclasses.dataclass(frozen=True)
+class CsvData(hparams.Hyperparameters):
+  """The user's data file of task=csv (config section ``data``)."""
+
+  path: str = F("", "CSV file: a header row, then one row per time (empty or NA cells are missing).")
+  time_column: str = F("", "Name of the time column (default: the first column).")
+  states: tuple[str, ...] = F((), "Observed state columns, in equation order (default: every other column).")
+  latent: tuple[str, ...] = F((), "Unobserved states, after the observed ones in equation order.")
+  latent_x0: tuple[float, ...] = F((), "Initial values of the latent states (one each).")
+
+  def checks(self):
+    if len(self.latent_x0) != len(self.latent):
+      yield "latent_x0", f"{len(self.latent_x0)} values for the {len(self.latent)} latent states {list(self.latent)}"
+
+
 # (config prefix, declaration) of every section.
 SECTIONS = (
     ("", Run), ("problem", mdl.ProblemSpec), ("fit", fit_lib.FitConfig), ("smc", smc.SMCConfig),
     ("reference", reference.ReferenceConfig), ("llm", llm_client.LLMConfig), ("sindy", Sindy),
-    ("predictive", Predictive), ("exact", Exact), ("sim", Sim),
+    ("predictive", Predictive), ("exact", Exact), ("sim", Sim), ("data", CsvData),
 )
 
 
@@ -185,6 +205,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.smc.max_terms = 2
     config.sim.noise_scale = 0.3  # overrides the oscillator's own 0.1 (logged)
     config.baselines = ("hill_climb",)
+  elif opts.task == "csv":
+    config.library = ()  # the default library from the file's state names
+    config.problem.noise = "gaussian"  # signed measurements; lognormal needs positive ones
   elif opts.task == "flu":
     config.library = ("a*S*I", "a*S", "a*I", "a*C")
     config.problem.noise_offset = 0.01  # one boy, in hundreds

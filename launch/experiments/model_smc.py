@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from absl import logging
 import ml_collections
+import numpy as np
 
 from envs import ode_systems
 from launch import config_schema as cs
 from launch import mesh as mesh_lib
 from launch.configs import common
 from launch.configs import model_smc as smc_config
+from launch.experiments import model_smc_csv as csv
 from launch.experiments import model_smc_exact
 from launch.experiments import model_smc_report as report
 from launch.experiments import model_smc_sampler as sampler
@@ -43,9 +45,46 @@ from methods.model_smc.evaluator import Evaluator
 # (launch/configs/model_smc.py SECTIONS); the checks below need the task's data.
 
 
+def _csv_checks(config):
+  """The user's file: named errors before any fit (``(key, message)``)."""
+  try:
+    d = tasks.read_csv(config)
+    csv.check_fit_rows(d, config.num_fit, config.data.path)
+  except csv.CsvError as e:
+    yield e.key, str(e)
+    return
+  for s in config.data.latent:
+    if s in d.states or not s.isidentifier():
+      yield "data.latent", f"{s!r} must be a new identifier (the observed states are {list(d.states)})"
+  if config.problem.noise == "lognormal":
+    bad = np.argwhere(d.y + config.problem.noise_offset <= 0)
+    if len(bad):
+      r, o = bad[0]
+      yield "problem.noise", (f"lognormal observations must be positive; {config.data.path}: column "
+                              f"{d.states[o]!r} at time {d.times[r]:g} is {d.y[r, o]:g} (use problem.noise='gaussian')")
+  states = d.states + tuple(config.data.latent)
+  try:
+    counts = sorted((len(ex.params_of(ex.parse(b, states=states))) for b in tasks.library_of(config, states)),
+                    reverse=True)
+  except ex.UnsafeExpression:
+    return  # named per body below
+  largest = len(states) * sum(counts[:config.smc.max_terms]) + len(d.states)
+  largest += len(states) if config.problem.init == "fit" else 0
+  seen = int(np.isfinite(d.y[:config.num_fit]).sum())
+  if seen < largest:
+    yield "num_fit", (f"the {config.num_fit} fitted rows hold {seen} observations, fewer than the {largest} parameters "
+                      f"of the largest structure (smc.max_terms={config.smc.max_terms} terms per equation, noise "
+                      "and initial states); add rows or shrink the library / smc.max_terms")
+
+
 def _checks(config):
   """Cross-field checks that need the task (each yields ``(key, message)``)."""
-  if config.task in smc_config.TASKS and config.task not in ("pelts", "flu"):
+  if config.task == "csv":
+    problems = list(_csv_checks(config))
+    yield from problems
+    if problems:
+      return
+  if config.task not in tasks.REAL:
     if config.sim.system not in ode_systems.SYSTEMS:
       return  # named by the sim section's own check
     expected = smc_config.SIMULATED.get(config.task)
@@ -57,12 +96,12 @@ def _checks(config):
       yield "problem.noise", (f"{config.problem.noise!r} observation model, but {system.name!r} is simulated with "
                               f"{system.noise} noise; set problem.noise={system.noise!r} (or "
                               "sim.allow_noise_mismatch=True to fit the wrong model on purpose)")
-  rows = tasks.num_rows(config)
+  rows = tasks.num_rows(config) if config.task != "csv" else None
   if rows is not None and not 3 <= config.num_fit < rows:
     yield "num_fit", f"{config.num_fit} training rows; task {config.task!r} has {rows} rows (need 3 <= num_fit < {rows})"
   states = tasks.states_of(config)
   seen = set()
-  for i, body in enumerate(config.library):
+  for i, body in enumerate(tasks.library_of(config, states)):
     if not body.strip():
       yield f"library[{i}]", "an empty expression"
       continue
@@ -119,7 +158,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   task = tasks.build(config)
   logging.info("[model_smc %s] initial states: %s (problem.init=%r, problem.init_space=%r, noise %s)", config.task,
                task.spec.init_scale, config.problem.init, config.problem.init_space, config.problem.noise)
-  library = st.Library(task.states, config.library)
+  library = st.Library(task.states, tasks.library_of(config, task.states))
   evaluator = make_evaluator(config, task, library, ctx.mesh)
   grammar = grammar_lib.GrammarProposal(library, max_terms=config.smc.max_terms, move_probs=config.smc.move_probs)
   if config.task == "exact":

@@ -8,6 +8,7 @@ the library and, for simulated tasks, the true structure and parameters.
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple, Optional
 
 from absl import logging
@@ -18,6 +19,7 @@ import numpy as np
 
 from datasets import population
 from envs import ode_systems
+from launch.experiments import model_smc_csv as csv
 from methods.common import hparams
 from methods.model_smc import expr as ex
 from methods.model_smc import model as mdl
@@ -79,9 +81,12 @@ def _table_text(names, times, y, rows) -> str:
   return "\n".join(lines)
 
 
+REAL = ("pelts", "flu", "csv")  # tasks without a simulated system
+
+
 def system_of(config) -> Optional[ode_systems.OdeSystem]:
   """The simulated system of ``config`` (``None`` for real data)."""
-  if config.task in ("pelts", "flu"):
+  if config.task in REAL:
     return None
   return ode_systems.SYSTEMS[config.sim.system]
 
@@ -92,7 +97,18 @@ def states_of(config) -> tuple[str, ...]:
     return ("hare", "lynx")
   if config.task == "flu":
     return ("S", "I", "C")
+  if config.task == "csv":
+    return read_csv(config).states + tuple(config.data.latent)
   return tuple(system_of(config).states)
+
+
+def read_csv(config) -> csv.CsvData:
+  return csv.read_csv(config.data.path, time_column=config.data.time_column, states=config.data.states)
+
+
+def library_of(config, states) -> tuple[str, ...]:
+  """``config.library`` (empty: the default one from the state names) plus ``config.library_extra``."""
+  return tuple(config.library or st.default_bodies(states)) + tuple(config.library_extra)
 
 
 def num_rows(config) -> Optional[int]:
@@ -103,6 +119,8 @@ def num_rows(config) -> Optional[int]:
     return 1 + len(population.load_influenza().times)  # t = 0 (no data) and the observed days
   if config.task == "exact":
     return None
+  if config.task == "csv":
+    return len(read_csv(config).y)
   return system_of(config).num_points
 
 
@@ -160,6 +178,24 @@ def _simulated(config) -> Task:
               _unit_coefficients(system), desc)
 
 
+def _csv(config) -> Task:
+  """The user's file (checked by the config check before any fit)."""
+  d = read_csv(config)
+  path = config.data.path
+  states = d.states + tuple(config.data.latent)
+  x0 = np.concatenate([csv.first_values(d), np.asarray(config.data.latent_x0, np.float64)])
+  spec = _spec(config, states, range(len(d.states)), d.dt)
+  data = mdl.Data(jnp.asarray(d.y, jnp.float32), jnp.asarray(x0, jnp.float32))
+  name = os.path.splitext(os.path.basename(path))[0]
+  latent = f"; latent states {list(config.data.latent)} start at {list(config.data.latent_x0)}" if \
+      config.data.latent else ""
+  desc = (f"User data from {os.path.basename(path)}: observed {list(d.states)}{latent}; time column "
+          f"{d.time_name!r} (t = 0 is its first row). Training rows:\n"
+          + _table_text(d.states, d.times - d.times[0], d.y, config.num_fit))
+  return Task("csv", name, f"user file {path}", states, tuple(range(len(d.states))), d.states, spec, data,
+              d.times, d.time_name, config.num_fit, None, desc)
+
+
 def build(config: ml_collections.ConfigDict) -> Task:
   """The :class:`Task` of ``config.task``."""
   if config.task == "pelts":
@@ -185,6 +221,8 @@ def build(config: ml_collections.ConfigDict) -> Task:
             "(I(0) = 0.01, C(0) = 0). Training rows:\n" + _table_text(("I", "C"), times, y, config.num_fit))
     return Task("flu", table.name, table.citation, states, (1, 2), ("in_bed", "convalescent"), spec, data,
                 times, "day (1 = 22 Jan 1978)", config.num_fit, None, desc)
+  if config.task == "csv":
+    return _csv(config)
   return _simulated(config)
 
 

@@ -1,0 +1,93 @@
+"""The user's own data: task=csv, its named errors before any fit, and the NumPy entry point."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from launch import config_schema
+from launch import runner
+from launch.configs import model_smc as smc_config
+from launch.experiments import model_smc_csv as csv
+from launch.experiments import model_smc_tasks as tasks
+
+GOOD = "time,position,velocity\n" + "".join(f"{0.5 * i:g},{np.cos(0.5 * i):.4f},{-np.sin(0.5 * i):.4f}\n"
+                                            for i in range(12))
+
+
+def _config(path, **overrides):
+  config = smc_config.get_config("smoke,task=csv")
+  config.data.path = str(path)
+  config.num_fit = 9
+  for key, value in overrides.items():
+    node, parts = config, key.split(".")
+    for p in parts[:-1]:
+      node = node[p]
+    node[parts[-1]] = value
+  return config
+
+
+def test_the_shipped_example_is_the_simulators_output(tmp_path):
+  fresh = tmp_path / "oscillator.csv"
+  csv.write_example(str(fresh))
+  with open(csv.EXAMPLE) as f:
+    assert f.read() == fresh.read_text()
+  d = csv.read_csv(csv.EXAMPLE)
+  assert d.states == ("position", "velocity") and d.y.shape == (24, 2) and d.dt == 0.5
+  assert np.isnan(d.y[5, 0]) and np.isnan(d.y[11, 1]) and (d.y[np.isfinite(d.y)] < 0).any()
+
+
+def test_reading_missing_cells_gaps_and_overrides(tmp_path):
+  path = tmp_path / "d.csv"
+  path.write_text("x,t,y,z\n1,0,NA,5\n2,1,,6\n3,3,4,7\n4,4,1,8\n5,5,2,9\n6,6,3,10\n")
+  d = csv.read_csv(str(path), time_column="t", states=("z", "x"))
+  assert d.states == ("z", "x") and d.time_name == "t" and d.y.shape == (7, 2)
+  np.testing.assert_array_equal(d.times, np.arange(7))
+  assert np.isnan(d.y[2]).all() and d.y[3, 1] == 3  # t = 2 is a missing row
+  config = _config(path, **{"data.time_column": "t", "data.states": ("x", "y"), "data.latent": ("h",),
+                            "data.latent_x0": (0.5,), "num_fit": 5, "smc.max_terms": 1,
+                            "problem.init": "fixed", "library": ("a*x", "a*h")})
+  runner.validate(config)
+  task = tasks.build(config)
+  assert task.states == ("x", "y", "h") and task.observed == (0, 1)
+  np.testing.assert_allclose(np.asarray(task.data.x0_ref), [1.0, 4.0, 0.5])  # y's first value is at t = 3
+
+
+@pytest.mark.parametrize("text,overrides,key,words", [
+    (None, {}, "data.path", "does not exist"),
+    (GOOD, {"data.states": ("positon",)}, "data.states", "did you mean 'position'"),
+    (GOOD, {"data.time_column": "tme"}, "data.time_column", "its columns are ['time', 'position', 'velocity']"),
+    (GOOD.replace("0.8776", "abc"), {}, "data.path", "line 3, column 'position': 'abc' is not a number"),
+    (GOOD.replace("\n1,", "\n0.5,"), {}, "data.path", "time 0.5 repeats the previous time"),
+    (GOOD.replace("\n1.5,", "\n0.7,"), {}, "data.path", "time 0.7 is earlier than the previous time 1"),
+    (GOOD.replace("\n2,", "\n2.2,"), {}, "data.path", "not on a regular grid"),
+    ("time,position,velocity\n" + "".join(f"{i},{i},\n" for i in range(12)), {}, "data.path",
+     "column 'velocity' has no observations"),
+    (GOOD, {"num_fit": 4}, "num_fit", "fewer than the 10 parameters"),
+    (GOOD, {"num_fit": 12}, "num_fit", "12 grid rows"),
+    (GOOD, {"data.latent": ("h",)}, "data.latent_x0", "0 values for the 1 latent states"),
+    (GOOD, {"problem.noise": "lognormal"}, "problem.noise", "must be positive"),
+    (GOOD, {"library_extra": ("a*position^velocity",)}, "library[6]", "exponent must be"),
+])
+def test_bad_files_fail_before_any_fit_naming_the_problem(tmp_path, text, overrides, key, words):
+  path = tmp_path / "data.csv"
+  if text is not None:
+    path.write_text(text)
+  with pytest.raises(config_schema.ConfigError) as info:
+    runner.run(_config(path, **overrides), str(tmp_path / "w"))
+  assert f"'{key}'" in str(info.value) and words in str(info.value), str(info.value)
+  assert not os.path.exists(tmp_path / "w")
+
+
+def test_entry_point_on_numpy_arrays(tmp_path):
+  d = csv.read_csv(csv.EXAMPLE)
+  results = csv.discover(d.y, d.times, states=("x", "v"), workdir=str(tmp_path / "run"), extra_terms=("a*x^3",),
+                         overrides={"library": ("a*x", "a*v"), "smc.num_particles": 8, "fit.steps": 40,
+                                    "predictive.num_samples": 32, "baselines": ("sindy",)})
+  with open(tmp_path / "run" / "results.json") as f:
+    on_disk = json.load(f)
+  assert on_disk["task"] == "csv" and on_disk["init_scale"] == "real" and on_disk["rows"]["fit"] == 18
+  assert on_disk["library"] == ["c0*x", "c0*v", "c0*x^3"] and on_disk["fit_health"]["structures"] > 0
+  assert "sindy" in on_disk  # scored, or its error recorded (PySINDy takes no missing values)
+  assert results["smc"]["final_beta"] == 1.0
