@@ -91,3 +91,47 @@ def test_entry_point_on_numpy_arrays(tmp_path):
   assert on_disk["library"] == ["c0*x", "c0*v", "c0*x^3"] and on_disk["fit_health"]["structures"] > 0
   assert "sindy" in on_disk  # scored, or its error recorded (PySINDy takes no missing values)
   assert results["smc"]["final_beta"] == 1.0
+
+
+def _sim_config(**sim):
+  config = smc_config.get_config("smoke,task=sim")
+  config.sim.equations = ("x = v", "v' = -k*x - b*x^3 - c*v")
+  config.sim.params = ("k=1", "b=0.5", "c=0.1")
+  config.sim.x0 = (-1.5, 0.5)
+  config.sim.dt = 0.5
+  config.sim.num_points = 24
+  config.sim.noise_scale = 0.05
+  config.problem.noise = "gaussian"
+  config.num_fit = 18
+  config.library_extra = ("a*x^3",)
+  for key, value in sim.items():
+    config.sim[key] = value
+  return config
+
+
+def test_a_system_from_text_equations():
+  from envs import ode_systems  # pylint: disable=g-import-not-at-top
+  from methods.model_smc import structure as st  # pylint: disable=g-import-not-at-top
+
+  config = _sim_config()
+  runner.validate(config)
+  task = tasks.build(config)
+  system = tasks.system_of(config)
+  assert task.states == ("x", "v") and system.params == {"k": 1.0, "b": 0.5, "c": 0.1}
+  x = np.array([0.3, -0.2])
+  np.testing.assert_allclose(np.asarray(system.rhs(x, system.params)), [-0.2, -0.3 - 0.5 * 0.027 + 0.02], rtol=1e-5)
+  z = np.asarray(ode_systems.solve(system))
+  assert z.shape == (24, 2) and np.all(np.isfinite(z)) and z[0, 0] == -1.5
+  lib = st.Library(task.states, tasks.library_of(config, task.states))
+  truth = tasks.truth_structure(task, lib)
+  assert truth is not None and len(lib) == 7  # the default library of (x, v) plus a*x^3
+  for sim, words in [({"params": ("k=1", "b=0.5")}, "uses ['c'] without a value"),
+                     ({"equations": ("x = v", "v = __import__('os')")}, "'sim.equations'"),
+                     ({"equations": ("x = v*t", "v = -x")}, "uses t"),
+                     ({"x0": (1.0,)}, "'sim.x0'"), ({"noise_scale": 0.0}, "'sim.noise_scale'")]:
+    with pytest.raises(config_schema.ConfigError, match=words.replace("[", r"\[").replace("(", r"\(")):
+      runner.validate(_sim_config(**sim))
+  lv = _sim_config()
+  lv.task = "lv_sim"
+  with pytest.raises(config_schema.ConfigError, match="task=sim"):
+    runner.validate(lv)

@@ -94,7 +94,10 @@ def test_lognormal_noise_keeps_the_log_scale():
 
 def test_rk4_stages_stay_finite_where_clipping_after_the_step_gave_nan():
   # Van der Pol with an x^2*y term: from (5, 5) the state overflows inside a step.
-  rhs = lambda x, t: jnp.stack([x[1], (1.0 - x[0] ** 2) * x[1] - x[0]])
+  def rhs(x, t):
+    del t
+    return jnp.stack([x[1], (1.0 - x[0] ** 2) * x[1] - x[0]])
+
   x0 = jnp.array([5.0, 5.0])
   z = ode_systems.rk4_solve(rhs, x0, num_points=5, dt=0.5, substeps=2, bound=1e4)
   assert np.all(np.isfinite(np.asarray(z)))

@@ -127,8 +127,27 @@ class Sim(hparams.Hyperparameters):
   noise_scale: float = F(0.0, "Observation noise sd; 0 keeps the system's own, > 0 overrides it (logged).", low=0)
   data_seed: int = F(0, "Seed of the simulated data.", low=0)
   allow_noise_mismatch: bool = F(False, "Allow problem.noise to differ from the system's noise kind.")
+  equations: tuple[str, ...] = F((), "task=sim from text: 'x = rhs' per state (safe parser); empty: sim.system.")
+  params: tuple[str, ...] = F((), "True parameters of sim.equations, as 'name=value'.")
+  x0: tuple[float, ...] = F((), "Initial states of sim.equations (one per equation).")
+  observed: tuple[str, ...] = F((), "Observed states of sim.equations (default: all).")
+  dt: float = F(1.0, "Observation spacing of sim.equations.", low=0, low_open=True)
+  num_points: int = F(20, "Rows simulated from sim.equations.", low=4)
 
   def checks(self):
+    if self.equations:
+      try:
+        states, _, _ = st.parse_system(self.equations, self.params)
+      except (st.StructureError, ValueError) as e:  # UnsafeExpression is a ValueError
+        yield "equations", str(e)
+        return
+      if len(self.x0) != len(states):
+        yield "x0", f"{len(self.x0)} initial values for the {len(states)} states {list(states)}"
+      if any(o not in states for o in self.observed):
+        yield "observed", f"{list(self.observed)} must name states of sim.equations {list(states)}"
+      if self.noise_scale <= 0:
+        yield "noise_scale", "a system from sim.equations has no noise scale of its own: set sim.noise_scale > 0"
+      return
     if self.system not in ode_systems.SYSTEMS:
       yield "system", f"unknown simulated system {self.system!r}; the table envs.ode_systems.SYSTEMS has " \
                       f"{sorted(ode_systems.SYSTEMS)}"
@@ -184,7 +203,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if opts.task in SIMULATED or opts.task == "sim":  # the system's states, noise, rows and library
     system = ode_systems.SYSTEMS[SIMULATED.get(opts.task, opts.system)]
     config.sim.system = system.name
-    config.library = system.library or st.default_bodies(system.states)
+    # task=sim: empty means the default library of the simulated states (also those of sim.equations).
+    config.library = system.library or (() if opts.task == "sim" else st.default_bodies(system.states))
     config.problem.noise = system.noise
     config.num_fit = system.num_points - max(1, system.num_points // 4)
   if opts.task == "exact":

@@ -84,7 +84,9 @@ def _checks(config):
     yield from problems
     if problems:
       return
-  if config.task not in tasks.REAL:
+  if config.sim.equations and config.task != "sim":
+    yield "sim.equations", f"simulated equations run with task=sim (task is {config.task!r})"
+  if config.task not in tasks.REAL and not (config.task == "sim" and config.sim.equations):
     if config.sim.system not in ode_systems.SYSTEMS:
       return  # named by the sim section's own check
     expected = smc_config.SIMULATED.get(config.task)

@@ -22,6 +22,7 @@ from envs import ode_systems
 from launch.experiments import model_smc_csv as csv
 from methods.common import hparams
 from methods.model_smc import expr as ex
+from methods.model_smc import interpret
 from methods.model_smc import model as mdl
 from methods.model_smc import structure as st
 
@@ -88,7 +89,27 @@ def system_of(config) -> Optional[ode_systems.OdeSystem]:
   """The simulated system of ``config`` (``None`` for real data)."""
   if config.task in REAL:
     return None
+  if config.task == "sim" and config.sim.equations:
+    return text_system(config)
   return ode_systems.SYSTEMS[config.sim.system]
+
+
+def text_system(config) -> ode_systems.OdeSystem:
+  """The system of ``sim.equations`` (safe parser and interpreter), simulated with ``problem.noise``."""
+  sim = config.sim
+  states, trees, values = st.parse_system(sim.equations, sim.params)
+  names = tuple(values)
+  fns = [interpret.compile_expr(t, states=states, params=names) for t in trees]
+
+  def rhs(x, p):
+    theta = jnp.stack([jnp.asarray(p[n], x.dtype) for n in names]) if names else jnp.zeros((0,), x.dtype)
+    return jnp.stack([jnp.asarray(f(x, theta, 0.0), x.dtype) for f in fns])
+
+  observed = tuple(states.index(o) for o in sim.observed) if sim.observed else tuple(range(len(states)))
+  return ode_systems.OdeSystem(
+      name="equations", states=states, equations=tuple(ex.to_text(t) for t in trees), params=values,
+      x0=tuple(sim.x0), dt=sim.dt, num_points=sim.num_points, observed=observed, noise=config.problem.noise,
+      noise_scale=sim.noise_scale, rhs=rhs, description="Simulated from sim.equations: " + "; ".join(sim.equations))
 
 
 def states_of(config) -> tuple[str, ...]:

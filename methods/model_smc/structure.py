@@ -364,3 +364,46 @@ def default_bodies(states: Sequence[str]) -> tuple[str, ...]:
   """
   pairs = [f"a*{s}*{u}" for i, s in enumerate(states) for u in states[i + 1:]]
   return ("a",) + tuple(f"a*{s}" for s in states) + tuple(pairs) + tuple(f"a*{s}^2" for s in states)
+
+
+def parse_system(equations: Sequence[str], params: Sequence[str]) -> tuple[tuple[str, ...], list, dict]:
+  """``("x = rhs", ...)`` and ``("name=value", ...)`` -> ``(states, [tree], {name: value})``.
+
+  The right-hand sides go through the safe parser; every parameter they use
+  must have a value, and every value must be used.
+
+  Raises:
+    StructureError: a malformed equation or value, an unknown or unused
+      parameter, or a time-dependent right-hand side (with the reason).
+  """
+  states, rhs = [], []
+  for i, text in enumerate(equations):
+    lhs, sep, right = str(text).partition("=")
+    name = lhs.strip().removesuffix("'")
+    if not sep or not name.isidentifier():
+      raise StructureError(f"equation {i} {text!r} must read 'state = right-hand side'")
+    states.append(name)
+    rhs.append(right)
+  values = {}
+  for text in params:
+    name, sep, value = str(text).partition("=")
+    try:
+      values[name.strip()] = float(value)
+    except ValueError:
+      raise StructureError(f"parameter {text!r} must read 'name=number'") from None
+    if not sep or not math.isfinite(values[name.strip()]):
+      raise StructureError(f"parameter {text!r} must read 'name=number' with a finite number")
+  Library(states)  # distinct, non-reserved state names
+  trees = []
+  for state, text in zip(states, rhs):
+    tree = ex.parse(text, states=tuple(states))
+    if any(isinstance(n, ex.Sym) and n.kind == "time" for n in ex.walk(tree)):
+      raise StructureError(f"the equation of {state!r} uses t; simulated systems are autonomous")
+    unknown = [p for p in ex.params_of(tree) if p not in values]
+    if unknown:
+      raise StructureError(f"the equation of {state!r} uses {unknown} without a value (sim.params 'name=value')")
+    trees.append(tree)
+  unused = sorted(set(values) - {p for t in trees for p in ex.params_of(t)})
+  if unused:
+    raise StructureError(f"parameters {unused} are not used by any equation")
+  return tuple(states), trees, values
