@@ -28,6 +28,32 @@ class ProbeResult(NamedTuple):
   usable: jax.Array  # [] bool: a classification sample with >= 1 test node
 
 
+def _cg_solve(a, b, iterations=100):
+  """``a^-1 b`` for SPD ``a [D, D]``, each column of ``b [D, K]`` by Jacobi-preconditioned conjugate gradients.
+
+  Matmuls only: LAPACK solves inside a computation sharded over CPU devices
+  hang in jaxlib 0.10.2, and the probe runs sharded.
+  """
+  inv = 1.0 / jnp.maximum(jnp.diag(a), 1e-12)[:, None]
+  x = jnp.zeros_like(b)
+  r = b
+  z = inv * r
+  p = z
+
+  def step(carry, _):
+    x, r, z, p = carry
+    ap = a @ p
+    rz = jnp.sum(r * z, axis=0)
+    alpha = rz / jnp.maximum(jnp.sum(p * ap, axis=0), 1e-30)
+    x, r = x + alpha * p, r - alpha * ap
+    z_new = inv * r
+    beta = jnp.sum(r * z_new, axis=0) / jnp.maximum(rz, 1e-30)
+    return (x, r, z_new, z_new + beta * p), None
+
+  (x, _, _, _), _ = jax.lax.scan(step, (x, r, z, p), None, length=iterations)
+  return x
+
+
 def _ridge_accuracy(z, zmask, y, train, test, num_classes, cmax, lam, width=128):
   onehot = jax.nn.one_hot(y.astype(jnp.int32), cmax)
   z = jnp.where(zmask[None, :], z, 0.0)
@@ -36,7 +62,7 @@ def _ridge_accuracy(z, zmask, y, train, test, num_classes, cmax, lam, width=128)
   z = jnp.concatenate([z, jax.nn.relu(z @ w)], axis=1)
   zt = jnp.where(train[:, None], z, 0.0)
   gram = zt.T @ zt + lam * jnp.eye(z.shape[1])
-  w = jnp.linalg.solve(gram, zt.T @ jnp.where(train[:, None], onehot, 0.0))
+  w = _cg_solve(gram, zt.T @ jnp.where(train[:, None], onehot, 0.0))
   scores = jnp.where(jnp.arange(cmax)[None, :] < num_classes, z @ w, -jnp.inf)
   hit = (jnp.argmax(scores, axis=1) == y.astype(jnp.int32)) & test
   return jnp.sum(hit) / jnp.maximum(jnp.sum(test), 1)
