@@ -16,11 +16,14 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import ml_collections
 
+from launch import errors
 from methods.common import hparams
 
 
-class ConfigError(ValueError):
+class ConfigError(errors.UserError, ValueError):
   """A config that cannot run; the message lists every problem found."""
+
+  exit_code = 2
 
   def __init__(self, problems: Sequence[str]):
     self.problems = list(problems)

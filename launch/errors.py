@@ -36,18 +36,13 @@ def user_error_types() -> tuple[type, ...]:
   Imported lazily: ``launch.main`` must not touch JAX before the device set-up.
   """
   from datasets.offline_rl import d4rl  # pylint: disable=g-import-not-at-top
-  from launch import config_schema  # pylint: disable=g-import-not-at-top
   from methods.model_smc import expr  # pylint: disable=g-import-not-at-top
 
-  return (UserError, config_schema.ConfigError, d4rl.D4RLFormatError, expr.UnsafeExpression)
+  return (UserError, d4rl.D4RLFormatError, expr.UnsafeExpression)
 
 
 def exit_code(error: BaseException) -> int:
-  """2 for config errors (as for bad flags), else the error's ``exit_code`` (1)."""
-  from launch import config_schema  # pylint: disable=g-import-not-at-top
-
-  if isinstance(error, config_schema.ConfigError):
-    return 2
+  """The error's ``exit_code``: 2 for config errors (as for bad flags), else 1."""
   return getattr(error, "exit_code", 1)
 
 

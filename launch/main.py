@@ -41,9 +41,19 @@ flags.mark_flags_as_required(["config", "workdir"])
 def parse_flags(argv):
   """Parses flags; a bad ``--config.*`` override exits with a one-line reason."""
   try:
-    return flags.FLAGS(argv)
+    rest = flags.FLAGS(argv)
+    _ = "experiment" in flags.FLAGS.config  # a config file that failed to load raises here
+    return rest
+  except (OSError, SyntaxError, ImportError) as e:  # the config file cannot be read or run
+    print(f"error: --config: {_config_file_problem(argv, e)}", file=sys.stderr)
+    raise SystemExit(2) from e
   except flags.Error as e:
-    print(f"error: {e}\nPass --helpshort or --helpfull to see help on flags.", file=sys.stderr)
+    text = str(e)
+    if "Error whilst parsing config file" in text:  # get_config(arg) refused its argument
+      last = [line for line in text.splitlines() if line.strip()][-1]
+      print(f"error: --config: {last.partition(': ')[2] or last}", file=sys.stderr)
+    else:
+      print(f"error: {e}\nPass --helpshort or --helpfull to see help on flags.", file=sys.stderr)
     raise SystemExit(2) from e
   except (AttributeError, KeyError, TypeError, ValueError) as e:
     reason = " ".join(str(e).replace("\\n", " ").replace("\\'", "'").split())
@@ -51,6 +61,17 @@ def parse_flags(argv):
       reason = reason[1:-1]
     print(f"error: bad --config override: {reason}", file=sys.stderr)
     raise SystemExit(2) from e
+
+
+def _config_file_problem(argv, error: Exception) -> str:
+  """One line naming the config file that could not be read and the ones that exist."""
+  path = next((a.split("=", 1)[1].split(":", 1)[0] for a in argv if a.startswith("--config=")), "")
+  here = os.path.dirname(os.path.abspath(__file__))
+  configs = sorted(f"launch/configs/{n}" for n in os.listdir(os.path.join(here, "configs"))
+                   if n.endswith(".py") and n not in ("__init__.py", "common.py"))
+  if path and not os.path.exists(path):
+    return f"no config file {path!r}; the experiments' configs are {configs}"
+  return f"cannot load {path!r} ({' '.join(str(error).split())[:200]}); the experiments' configs are {configs}"
 
 
 def main(argv):

@@ -143,7 +143,7 @@ def _classic_reference(task_name: str, key, episodes: int) -> tuple[float, float
 def generate_classic(task_name: str, config, seed: int) -> dict[str, tuple[dict, dict]]:
   """``{kind: (rows, metadata)}`` for a classic-control task."""
   n = config.data.classic_transitions
-  key = jax.random.fold_in(jax.random.PRNGKey(seed), zlib.crc32(task_name.encode()) % (2**31))  # stable across processes
+  key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(task_name.encode()) % (2**31))  # stable across processes
   keys = jax.random.split(key, 6)
   random_return, expert_return = _classic_reference(task_name, keys[0], config.data.reference_episodes)
   (e_noise, e_prob), (m_noise, m_prob) = (CLASSIC_BEHAVIOUR[task_name][k] for k in ("expert", "medium"))
@@ -194,7 +194,7 @@ def train_td3(task: str, config, seed: int):
   obs_dim, act_dim = mujoco_tasks.DIMS[task]
   steps, start, every = config.data.td3_steps, config.data.td3_start_steps, config.data.td3_snapshot_every
   max_steps = config.data.mujoco_max_steps
-  state = reg.init(jax.random.PRNGKey(seed), obs_dim, act_dim, hp=hp)
+  state = reg.init(jax.random.key(seed), obs_dim, act_dim, hp=hp)
   act_fn = jax.jit(functools.partial(reg.act, action_dim=act_dim, hp=hp))
   chunk = jax.jit(functools.partial(reg.train_chunk, num_updates=every // 5, hp=hp))
   buf = {k: np.zeros((steps,) + s, np.float32) for k, s in (
