@@ -50,7 +50,7 @@ class MCTSHparams(hparams.Hyperparameters):
   """Tree-policy hyperparameters (Luong et al., 2026, Section 4; baselines' papers)."""
 
   tau: float = hparams.field(0.3, "Temperature tau of the smooth max (VarDE, MENTS), in value units.", low=0, low_open=True)
-  var_floor: float = hparams.field(1e-4, "Floor on the edge return variances (VarDE).", low=0)
+  var_floor: float = hparams.field(0.01, "Floor on the edge return variances (VarDE; as for bandits).", low=0)
   uct_c: float = hparams.field(1.0, "Exploration constant c of UCT and Power-UCT.", low=0)
   ments_eps: float = hparams.field(0.1, "E2W exploration epsilon of MENTS.", low=0, low_open=True)
   power_p: float = hparams.field(2.0, "Power-mean exponent p of Power-UCT.", low=1)
@@ -119,7 +119,7 @@ def _argmax_random_ties(x: jax.Array, key: jax.Array) -> jax.Array:
   return jnp.argmax(jnp.where(best, jax.random.uniform(key, x.shape), -1.0))
 
 
-def varde_policy(*, tau: float, var_floor: float = 1e-4) -> TreePolicy:
+def varde_policy(*, tau: float, var_floor: float = 0.01) -> TreePolicy:
   """VarDE's descent: ``argmax pi_tau^2 sigma_hat^2 / (n (n + 1))`` (reconstruction)."""
 
   def select(view, key):
