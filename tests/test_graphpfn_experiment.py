@@ -31,7 +31,7 @@ def test_smoke_run_results_figures_and_resume(tmp_path):
 
 
 def test_graph_matters_statistically():
-  """With graph_conv_ratio = 1 neighbour-averaged features raise test accuracy; with 0 they do not.
+  """With graph_conv_ratio = 1 neighbour-averaged features raise the test R^2; with 0 they do not.
 
   Paired per graph over ~128 samples per arm: the gap at ratio 1 exceeds the
   gap at ratio 0 by more than 3 standard errors, and the gap at ratio 0 is
@@ -40,7 +40,7 @@ def test_graph_matters_statistically():
   config = prior_config.get_config("smoke")
   sh, ah = prior_exp.hparams_of(config)
   # The experiment's probe sampler (same compilation): graph_conv_ratio drawn from (0, 1) per graph.
-  hp = dataclasses.replace(ah, graph_conv_ratios=(0.0, config.probe_high_ratio), tasks=("binary", "multiclass"),
+  hp = dataclasses.replace(ah, graph_conv_ratios=(0.0, config.probe_high_ratio), tasks=("regression",),
                            degree_input_prob=0.0, pagerank_input_prob=0.0, eigvec_input_prob=0.0)
   fn = graphpfn.batch_fn(sh, hp, True)
   ratio, d = [], []

@@ -6,8 +6,8 @@ the device count. Batches of ``batch_size`` graphs are one jitted, vmapped
 call whose graph axis is sharded over the mesh's ``data`` axis; after each
 batch the statistics of its graphs (``methods.graphpfn.statistics``) are
 checkpointed, so a killed run resumes and ends with the same numbers. Then:
-the "graph matters" probe (ridge with and without neighbour-averaged
-features) on two arms, ``graph_conv_ratio = probe_high_ratio`` and ``0``;
+the "graph matters" probe (test R^2 of ridge with and without
+neighbour-averaged features, on regression tasks) on two arms, ``graph_conv_ratio = probe_high_ratio`` and ``0``;
 the first ``tfds_examples`` samples written through the TFDS builder
 ``graphpfn_prior`` and read back; histograms and drawings of sampled graphs.
 """
@@ -133,13 +133,13 @@ def sample_batches(config, ctx: Context, structure_hp, attribute_hp):
 
 
 def probe_arms(config, ctx: Context, structure_hp, attribute_hp) -> dict:
-  """Graph-matters probe: accuracy gap (with - without neighbour features) per arm, paired per graph."""
+  """Graph-matters probe: test R^2 gap (with - without neighbour features) per arm, paired per graph."""
   out = {}
   if config.probe_graphs == 0:
     return out
   # One sampler for both arms: graph_conv_ratio is drawn from (0, high) per graph, arms split after.
   hp = dataclasses.replace(
-      attribute_hp, graph_conv_ratios=(0.0, config.probe_high_ratio), tasks=("binary", "multiclass"),
+      attribute_hp, graph_conv_ratios=(0.0, config.probe_high_ratio), tasks=("regression",),
       degree_input_prob=0.0, pagerank_input_prob=0.0, eigvec_input_prob=0.0)
   fn = _sampler(structure_hp, hp, ctx.mesh, with_probe=True)
   base = jax.random.fold_in(jax.random.key(config.seed), 1)

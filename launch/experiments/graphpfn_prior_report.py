@@ -77,7 +77,7 @@ def format_table(results: dict) -> str:
   bad = [k for k, r in results["hyperparameter_ranges"].items() if not r["inside"]]
   lines.append(f"sampled hyperparameters outside their ranges: {bad or 'none'}")
   for arm, p in results["graph_matters"].items():
-    lines.append(f"graph matters, graph_conv_ratio={p['graph_conv_ratio']:g}: accuracy {p['acc_graph']:.3f} with "
+    lines.append(f"graph matters, graph_conv_ratio={p['graph_conv_ratio']:g}: test R^2 {p['acc_graph']:.3f} with "
                  f"neighbour features vs {p['acc_plain']:.3f} without; gap {p['gap']:+.4f} +- {p['se']:.4f} "
                  f"(z={p['z']:.1f}, {p['n']} graphs)")
   if results["tfds"]:
@@ -94,7 +94,8 @@ def markdown_table(results: dict) -> str:
   bad = [k for k, r in results["hyperparameter_ranges"].items() if not r["inside"]]
   out.append(f"\nSampled hyperparameters outside their configured ranges: {bad or 'none'}.\n")
   if results["graph_matters"]:
-    out += ["**The graph matters** (ridge probe on random ReLU features, test accuracy; gap paired per graph):\n",
+    out += ["**The graph matters**: test R^2 of a ridge probe (inputs plus 128 random ReLU features) on regression "
+            "tasks, with and without neighbour-averaged features; the gap is paired per graph.\n",
             "| graph_conv_ratio | graphs | with neighbour features | without | gap | s.e. | z |",
             "|---:|---:|---:|---:|---:|---:|---:|"]
     for p in results["graph_matters"].values():

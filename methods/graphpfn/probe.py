@@ -2,9 +2,10 @@
 
 GraphPFN (Eremeev et al., 2025, arXiv:2509.21489) argues that its prior's
 targets depend on the graph through the SCM's graph convolutions. This probe
-measures it: a ridge classifier (one-hot targets, closed form) on the
-inputs and 128 random ReLU features of them, fitted on the training nodes, scored by accuracy on the other nodes, fitted to ``[X, 1]``
-and to ``[X, mean_N(X), mean_N(mean_N(X)), 1]`` (SGC-style propagated
+measures it: ridge regression (one-hot targets for classes) on the inputs
+and 128 random ReLU features of them, fitted on the training nodes and
+scored on the other nodes (R^2 for regression, accuracy for classes), with
+``[X, 1]`` and with ``[X, mean_N(X), mean_N(mean_N(X)), 1]`` (SGC-style propagated
 features; Wu et al., 2019). With ``graph_conv_ratio = 0`` the neighbours'
 features carry no information about a node's label; with a high ratio they do.
 """
@@ -23,9 +24,9 @@ from methods.graphpfn.hparams import AttributeConfig, StructureConfig
 
 
 class ProbeResult(NamedTuple):
-  acc_plain: jax.Array  # [] accuracy on test nodes without the graph
-  acc_graph: jax.Array  # [] accuracy with neighbour-averaged features
-  usable: jax.Array  # [] bool: a classification sample with >= 1 test node
+  acc_plain: jax.Array  # [] test accuracy (R^2 for regression) without the graph
+  acc_graph: jax.Array  # [] the same with neighbour-averaged features
+  usable: jax.Array  # [] bool: a valid sample with >= 2 test nodes
 
 
 def _cg_solve(a, b, iterations=100):
@@ -54,22 +55,29 @@ def _cg_solve(a, b, iterations=100):
   return x
 
 
-def _ridge_accuracy(z, zmask, y, train, test, num_classes, cmax, lam, width=128):
-  onehot = jax.nn.one_hot(y.astype(jnp.int32), cmax)
+def _ridge_score(z, zmask, y, train, test, task, num_classes, cmax, lam, width=128):
+  """Test accuracy (classification) or R^2 (regression) of ridge on ``z`` and random ReLU features of it."""
   z = jnp.where(zmask[None, :], z, 0.0)
   # Random ReLU features (fixed key: both arms see the same projection of shared columns).
   w = jax.random.normal(jax.random.key(0), (z.shape[1], width)) / jnp.sqrt(jnp.maximum(jnp.sum(zmask), 1.0))
   z = jnp.concatenate([z, jax.nn.relu(z @ w)], axis=1)
+  regression = task == tasks.REGRESSION
+  target = jnp.where(regression, jnp.zeros((1, cmax)).at[0, 0].set(1.0) * y[:, None],
+                     jax.nn.one_hot(y.astype(jnp.int32), cmax))
   zt = jnp.where(train[:, None], z, 0.0)
   gram = zt.T @ zt + lam * jnp.eye(z.shape[1])
-  w = _cg_solve(gram, zt.T @ jnp.where(train[:, None], onehot, 0.0))
-  scores = jnp.where(jnp.arange(cmax)[None, :] < num_classes, z @ w, -jnp.inf)
+  pred = z @ _cg_solve(gram, zt.T @ jnp.where(train[:, None], target, 0.0))
+  scores = jnp.where(jnp.arange(cmax)[None, :] < num_classes, pred, -jnp.inf)
   hit = (jnp.argmax(scores, axis=1) == y.astype(jnp.int32)) & test
-  return jnp.sum(hit) / jnp.maximum(jnp.sum(test), 1)
+  count = jnp.maximum(jnp.sum(test), 1)
+  mean = jnp.sum(jnp.where(test, y, 0.0)) / count
+  sst = jnp.sum(jnp.where(test, (y - mean) ** 2, 0.0))
+  r2 = 1 - jnp.sum(jnp.where(test, (y - pred[:, 0]) ** 2, 0.0)) / jnp.maximum(sst, 1e-12)
+  return jnp.where(regression, r2, jnp.sum(hit) / count)
 
 
 def probe(s: tasks.Sample, num_classes_max: int, lam: float = 1.0) -> ProbeResult:
-  """Test accuracies of the ridge probe without and with the graph, for one sample."""
+  """Test scores (accuracy, or R^2 for regression) of the ridge probe without and with the graph."""
   valid = s.graph.node_mask
   ones = jnp.where(valid, 1.0, 0.0)[:, None]
   agg1 = graphs.aggregate(s.graph, s.x, "mean")
@@ -79,9 +87,9 @@ def probe(s: tasks.Sample, num_classes_max: int, lam: float = 1.0) -> ProbeResul
   full = jnp.concatenate([s.x, agg1, agg2, ones], 1)
   full_mask = jnp.concatenate([f, f, f, jnp.ones((1,), bool)])
   test = valid & ~s.train_mask
-  args = (s.y, s.train_mask, test, s.num_classes, num_classes_max, lam)
-  usable = s.ok & (s.task != tasks.REGRESSION) & jnp.any(test)
-  return ProbeResult(_ridge_accuracy(plain, plain_mask, *args), _ridge_accuracy(full, full_mask, *args), usable)
+  args = (s.y, s.train_mask, test, s.task, s.num_classes, max(num_classes_max, 1), lam)
+  usable = s.ok & (jnp.sum(test) >= 2)
+  return ProbeResult(_ridge_score(plain, plain_mask, *args), _ridge_score(full, full_mask, *args), usable)
 
 
 @functools.lru_cache(maxsize=None)
