@@ -109,6 +109,7 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
                           "wall_time_s": time.perf_counter() - t0, **scores}
       results["comparison"][f"PySINDy (STLSQ, degree-{config.sindy.degree} library)"] = pick(scores)
     except ValueError as e:
+      logging.warning("[model_smc %s] PySINDy baseline not scored: %s", config.task, e)
       results["sindy"] = {"error": str(e)}
   if task.truth is not None:
     results["truth"] = truth(task, evaluator, sampled)

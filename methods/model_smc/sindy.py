@@ -43,21 +43,28 @@ def fit(y: np.ndarray, *, dt: float, num_fit: int, num_points: int, states: Sequ
   """Fits SINDy on rows ``< num_fit`` of ``y [T, S]`` and forecasts ``num_points`` rows.
 
   Leading rows with a missing value (NaN) are skipped: the model starts at
-  the first complete row. ``states`` names the columns (SINDy sees only
-  these variables, e.g. the observed ones of a partly observed system).
+  the first complete row. Later missing training values are filled by
+  linear interpolation in time for SINDy's regression only (SINDy needs
+  every value; its noise scale is fitted on the observed values). ``states``
+  names the columns (SINDy sees only these variables, e.g. the observed ones
+  of a partly observed system).
   """
   import pysindy as ps  # pylint: disable=g-import-not-at-top
 
   y = np.asarray(y, np.float64)
   complete = np.all(np.isfinite(y), axis=1)
   r0 = int(np.argmax(complete))
-  if not complete[r0] or not np.all(complete[r0:num_fit]) or num_fit - r0 < 3:
-    raise ValueError("SINDy needs at least 3 complete training rows with no gaps")
+  if not complete[r0] or num_fit - r0 < 3 or np.sum(complete[r0:num_fit]) < 3:
+    raise ValueError("SINDy needs at least 3 complete training rows")
   t_fit = np.arange(num_fit - r0) * dt
+  y_fit = y[r0:num_fit].copy()
+  for o in range(y.shape[1]):
+    seen = np.isfinite(y_fit[:, o])
+    y_fit[~seen, o] = np.interp(t_fit[~seen], t_fit[seen], y_fit[seen, o])
   model = ps.SINDy(optimizer=ps.STLSQ(threshold=threshold), feature_library=ps.PolynomialLibrary(degree=degree))
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    model.fit(y[r0:num_fit], t=t_fit, feature_names=list(states))
+    model.fit(y_fit, t=t_fit, feature_names=list(states))
   coef = np.asarray(model.coefficients())
   t_all = np.arange(num_points - r0) * dt
 
