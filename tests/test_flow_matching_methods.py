@@ -87,36 +87,37 @@ def _perturbed(net, seed, shape=(4, 4, 2)):
   state = fm.core.init(jax.random.key(seed), shape, net=net, flow=flow)
   leaves, tree = jax.tree.flatten(state.params)
   keys = jax.random.split(jax.random.key(seed + 100), len(leaves))
-  params = jax.tree.unflatten(tree, [l + 0.2 * jax.random.normal(k, l.shape) for l, k in zip(leaves, keys)])
+  params = jax.tree.unflatten(tree, [x + 0.2 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
   _, apply = fm.core.make_velocity(net, flow)
   return params, apply
 
 
 def test_coarse_to_fine_endpoints_are_exact_and_seeds_reproduce():
-  small_net, large_net = fm.NetConfig(width=8, depth=1, heads=2, patch=2), fm.NetConfig(width=32, depth=2, patch=2)
+  small_net, large_net = fm.NetConfig(width=8, depth=1, heads=2, patch=2), fm.NetConfig(width=32, depth=1, patch=2)
   ps, small = _perturbed(small_net, 0)
   pl, large = _perturbed(large_net, 1)
   x0 = jax.random.normal(jax.random.key(7), (6, 4, 4, 2))
-  vs = lambda x, t: small(ps, x, t)  # noqa: E731
-  vl = lambda x, t: large(pl, x, t)  # noqa: E731
 
   @functools.partial(jax.jit, static_argnames=("t_split",))
-  def c2f(x, t_split):
-    return samplers.coarse_to_fine(vs, vl, x, t_split=t_split, num_steps=10, solver="heun")
+  def c2f(ps, pl, x, t_split):
+    return samplers.coarse_to_fine(lambda y, t: small(ps, y, t), lambda y, t: large(pl, y, t), x, t_split=t_split,
+                                   num_steps=6, solver="heun")
 
-  only_large = jax.jit(lambda x: samplers.sample(vl, x, num_steps=10, solver="heun"))(x0)
-  only_small = jax.jit(lambda x: samplers.sample(vs, x, num_steps=10, solver="heun"))(x0)
-  np.testing.assert_array_equal(c2f(x0, 0.0), only_large)
-  np.testing.assert_array_equal(c2f(x0, 1.0), only_small)
-  mid = c2f(x0, 0.7)
+  @jax.jit
+  def alone(ps, pl, x):
+    return (samplers.sample(lambda y, t: large(pl, y, t), x, num_steps=6, solver="heun"),
+            samplers.sample(lambda y, t: small(ps, y, t), x, num_steps=6, solver="heun"))
+
+  only_large, only_small = alone(ps, pl, x0)
+  np.testing.assert_array_equal(c2f(ps, pl, x0, 0.0), only_large)
+  np.testing.assert_array_equal(c2f(ps, pl, x0, 1.0), only_small)
+  mid = c2f(ps, pl, x0, 0.5)
   assert not np.array_equal(mid, only_large) and not np.array_equal(mid, only_small)
-  np.testing.assert_array_equal(mid, c2f(x0, 0.7))  # same inputs, bit-identical
-  # The same seeds give bit-identical weights and samples; another noise seed does not.
+  # The same seeds give bit-identical weights and samples.
+  ps2, _ = _perturbed(small_net, 0)
   pl2, _ = _perturbed(large_net, 1)
   assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(pl), jax.tree.leaves(pl2)))
-  again = jax.jit(lambda x: samplers.sample(lambda y, t: large(pl2, y, t), x, num_steps=10, solver="heun"))(
-      jax.random.normal(jax.random.key(7), (6, 4, 4, 2)))
-  np.testing.assert_array_equal(again, only_large)
+  np.testing.assert_array_equal(c2f(ps2, pl2, jax.random.normal(jax.random.key(7), (6, 4, 4, 2)), 0.5), mid)
   assert samplers.small_steps(0.7, 60) == 42 and samplers.small_steps(0.3, 10) == 3
   assert samplers.small_steps(0.0, 60) == 0 and samplers.small_steps(1.0, 60) == 60
   with pytest.raises(ValueError, match="t_split"):
@@ -138,15 +139,28 @@ def test_training_reduces_the_loss_and_scores_have_shapes():
       :, None, None, None]) * np.ones((1, 4, 4, 2)), jnp.float32)
   labels = jnp.zeros(64, jnp.int32)
   state = fm.core.init(jax.random.key(0), (4, 4, 2), net=net, flow=flow)
-  fn = jax.jit(functools.partial(fm.core.train_chunk, num_steps=150, net=net, flow=flow))
+  fn = jax.jit(functools.partial(fm.core.train_chunk, num_steps=120, net=net, flow=flow))
   state, losses = fn(state, data, labels, jnp.int32(64), jax.random.key(1))
-  assert int(state.step) == 150 and losses.shape == (150,)
+  assert int(state.step) == 120 and losses.shape == (120,)
   assert float(losses[-20:].mean()) < 0.6 * float(losses[:5].mean())
-  ls = fm.core.loss_scores(state.ema, data[:10], labels[:10], jax.random.key(2), net=net, flow=flow, num_times=3,
+  ls = fm.core.loss_scores(state.ema, data[:10], labels[:10], jax.random.key(2), net=net, flow=flow, num_times=2,
                            num_draws=2)
-  gs = fm.core.grad_scores(state.ema, data[:10], labels[:10], jax.random.key(3), net=net, flow=flow, num_draws=2)
+  gs = fm.core.grad_scores(state.ema, data[:10], labels[:10], jax.random.key(3), net=net, flow=flow, num_draws=1)
   assert ls.shape == gs.shape == (10,) and np.all(np.isfinite(ls)) and np.all(np.asarray(gs) > 0)
   np.testing.assert_allclose(float(ls.mean()), 1.0, rtol=1e-5)  # normalised by the per-t mean
+
+
+def test_class_conditional_velocity_depends_on_the_label():
+  net, flow = fm.NetConfig(width=16, depth=1, heads=2, patch=2), fm.FlowConfig(class_conditional=True)
+  state = fm.core.init(jax.random.key(0), (4, 4, 2), net=net, flow=flow)
+  assert "Embed_0" in state.params
+  params = jax.tree.map(lambda x: x + 0.1, state.params)  # non-zero output layer
+  _, apply = fm.core.make_velocity(net, flow)
+  x, t = jnp.ones((3, 4, 4, 2)), jnp.full((3,), 0.5)
+  v = apply(params, x, t, jnp.array([0, 1, 10]))  # 10 = the null label of label dropout
+  assert not np.allclose(v[0], v[1]) and not np.allclose(v[0], v[2])
+  loss = fm.core.loss_fn(params, x, jnp.array([0, 1, 2]), jax.random.key(1), net=net, flow=flow)
+  assert np.isfinite(float(loss))
 
 
 def test_subset_sizes_are_exact_and_balanced_clusters_equal():

@@ -46,7 +46,7 @@ def _params(net, flow, seed):
   state = fm.core.init(jax.random.key(seed), LATENT, net=net, flow=flow)
   leaves, tree = jax.tree.flatten(state.params)  # trained-like (non-zero) output layers
   keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-  return jax.tree.unflatten(tree, [l + 0.05 * jax.random.normal(k, l.shape) for l, k in zip(leaves, keys)])
+  return jax.tree.unflatten(tree, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
 
 
 def run(quick: bool) -> list[dict]:

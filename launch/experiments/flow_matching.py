@@ -320,12 +320,12 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
         group_states[gi] = init_group(config, hp, group, gi, latent_shape, ctx.mesh)
       group_states[gi], losses = fn(group_states[gi], mdata, mlabels, counts, keys)
       losses = np.asarray(mesh_lib.to_host(losses))[: len(group.members)]
-      bad = [(m.name, int(np.nonzero(~np.isfinite(l))[0][0]) + (c - 1) * per_chunk + 1)
-             for m, l in zip(group.members, losses) if not np.all(np.isfinite(l))]
+      bad = [(m.name, int(np.nonzero(~np.isfinite(row))[0][0]) + (c - 1) * per_chunk + 1)
+             for m, row in zip(group.members, losses) if not np.all(np.isfinite(row))]
       if bad:
         raise ckpt_lib.NonFiniteError(
             g, [f"loss of model {name} at training step {s}" for name, s in bad], ctx.latest_step())
-      ctx.writer.log(g, group=group.name, steps=c * per_chunk, loss=float(losses[:, -1].mean()),
+      ctx.writer.log(g, group=group.name, steps=c * per_chunk, loss=float(losses.mean()),
                      steps_per_s=progress.rate(done_steps + per_chunk))
       done_steps += per_chunk
       progress.update(done_steps)

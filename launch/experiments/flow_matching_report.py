@@ -112,7 +112,8 @@ def make_figures(results, samples, data, rc, writer, large0, small0) -> None:
       ax.set_xticks([])
       ax.set_yticks([])
     axes[r, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=7)
-  fig.suptitle("Samples from identical noise (column = noise)", fontsize=9)
+  fig.subplots_adjust(top=1 - 0.35 / fig.get_figheight(), hspace=0.15, wspace=0.1)
+  fig.suptitle("Samples from identical noise (column = noise)", fontsize=9, y=1 - 0.1 / fig.get_figheight())
   writer.save_figure(fig, "sample_grid")
 
   c2f = results["coarse_to_fine"]

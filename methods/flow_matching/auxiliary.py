@@ -34,9 +34,9 @@ def _fit(loss, params, key, n, *, steps, batch_size, learning_rate):
   def body(carry, i):
     p, o = carry
     idx = jax.random.randint(jax.random.fold_in(key, i), (batch_size,), 0, n)
-    l, g = jax.value_and_grad(loss)(p, idx)
+    value, g = jax.value_and_grad(loss)(p, idx)
     u, o = opt.update(g, o, p)
-    return (optax.apply_updates(p, u), o), l
+    return (optax.apply_updates(p, u), o), value
 
   (params, _), losses = jax.lax.scan(body, (params, opt.init(params)), jnp.arange(steps))
   return AuxState(params, losses)

@@ -164,7 +164,7 @@ def grad_scores(params, data: jax.Array, labels: jax.Array, key: jax.Array, *, n
       x0 = jax.random.normal(jax.random.fold_in(k, 1), (1,) + x1.shape)
       xt, u = path_sample(x0, x1[None], t)
       g = jax.grad(lambda p: fm_loss(apply(p, xt, t, y[None]), u))(params)
-      return sum(jnp.sum(jnp.square(l)) for l in jax.tree.leaves(g))
+      return sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(g))
 
     return jnp.mean(jax.vmap(sq_norm)(jnp.arange(num_draws)))
 
