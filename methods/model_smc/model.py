@@ -2,8 +2,9 @@
 
 For structure signs ``sigma [S, K]`` over a library of bodies ``b_k`` the ODE
 is ``dx_s/dt = sum_k sigma_sk b_k(x, t; theta_sk)``, solved by fixed-step RK4
-(``substeps`` steps per observation interval ``dt``; states clipped to
-``+-state_bound`` so blow-ups stay finite). All parameters live in one
+(``substeps`` steps per observation interval ``dt``; every stage's state
+clipped to ``+-state_bound`` and its slope to ``state_bound / step``, so
+blow-ups stay finite inside a step). All parameters live in one
 unconstrained vector ``phi [D]`` (:class:`Layout`):
 
 * ``log theta_sk`` for every (equation, body) slot -- only the slots of
