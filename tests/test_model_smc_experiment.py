@@ -53,7 +53,12 @@ def test_unknown_task_and_presets():
     smc_config.get_config("smoke,task=mars")
   for task in smc_config.TASKS:
     for preset in ("smoke", "cpu", "paper"):
-      runner.validate(smc_config.get_config(f"{preset},task={task}"))
+      config = smc_config.get_config(f"{preset},task={task}")
+      if task == "csv":
+        with pytest.raises(config_schema.ConfigError, match="task=csv needs a file"):
+          runner.validate(config)
+        config.data.path = "methods/model_smc/examples/oscillator.csv"
+      runner.validate(config)
 
 
 def test_data_tables_and_their_errors(tmp_path):
