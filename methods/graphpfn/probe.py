@@ -44,11 +44,11 @@ def _cg_solve(a, b, iterations=100):
   def step(carry, _):
     x, r, z, p = carry
     ap = a @ p
-    rz = jnp.sum(r * z, axis=0)
-    alpha = rz / jnp.maximum(jnp.sum(p * ap, axis=0), 1e-30)
+    rz = jnp.sum(r * z, axis=0, keepdims=True)
+    alpha = rz / jnp.maximum(jnp.sum(p * ap, axis=0, keepdims=True), 1e-30)
     x, r = x + alpha * p, r - alpha * ap
     z_new = inv * r
-    beta = jnp.sum(r * z_new, axis=0) / jnp.maximum(rz, 1e-30)
+    beta = jnp.sum(r * z_new, axis=0, keepdims=True) / jnp.maximum(rz, 1e-30)
     return (x, r, z_new, z_new + beta * p), None
 
   (x, _, _, _), _ = jax.lax.scan(step, (x, r, z, p), None, length=iterations)

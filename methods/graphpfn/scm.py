@@ -116,9 +116,9 @@ def _activation(name: str, x: jax.Array, freq: jax.Array, phase: jax.Array) -> j
 def _mean_std(h, valid):
   w = valid.astype(h.dtype)[:, None]
   count = jnp.maximum(jnp.sum(w), 1.0)
-  mean = jnp.sum(w * h, axis=0) / count
-  var = jnp.sum(w * (h - mean) ** 2, axis=0) / count
-  return mean, jnp.sqrt(var)
+  mean = jnp.sum(w * h, axis=0, keepdims=True) / count
+  var = jnp.sum(w * (h - mean) ** 2, axis=0, keepdims=True) / count
+  return mean, jnp.sqrt(var)  # [1, D] each
 
 
 def standardize(h: jax.Array, valid: jax.Array) -> jax.Array:

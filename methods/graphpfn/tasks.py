@@ -54,11 +54,15 @@ def _masked_quantile(v, valid, q):
   return s[i]
 
 
-def _rank_fraction(v, valid):
-  """Rank of each valid entry in ``[0, 1)`` (ties broken by position)."""
+def _rank(v, valid):
+  """Integer rank of each valid entry among the valid ones (ties broken by position)."""
   order = jnp.argsort(jnp.where(valid, v, jnp.inf))
-  rank = jnp.zeros(v.shape, jnp.int32).at[order].set(jnp.arange(v.shape[0], dtype=jnp.int32))
-  return rank / jnp.maximum(jnp.sum(valid), 1)
+  return jnp.zeros(v.shape, jnp.int32).at[order].set(jnp.arange(v.shape[0], dtype=jnp.int32))
+
+
+def _rank_fraction(v, valid):
+  """Rank of each valid entry in ``[0, 1)``."""
+  return _rank(v, valid) / jnp.maximum(jnp.sum(valid), 1)
 
 
 def make_target(key, y_raw, valid, p: scm.AttributeParams, hp: AttributeConfig):
@@ -103,7 +107,7 @@ def postprocess(key, x, feature_mask, valid, train, p: scm.AttributeParams, hp: 
   perm = jnp.where(p.sort_features, jnp.arange(f), perm)
   x, feature_mask = x[:, perm], feature_mask[perm]
   _, train_std = scm._mean_std(x, train)  # pylint: disable=protected-access
-  keep = feature_mask & (train_std > 1e-6)
+  keep = feature_mask & (train_std[0] > 1e-6)
   order = jnp.argsort(~keep, stable=True)
   x, keep = x[:, order], keep[order]
   return jnp.where(keep[None, :] & valid[:, None], x, 0.0), keep
@@ -113,7 +117,7 @@ def train_split(key, valid, ratio):
   """A random ``round(ratio * n)`` (>= 1) of the valid nodes, independent of node ids."""
   n = jnp.sum(valid)
   k = jnp.maximum(jnp.round(ratio * n), 1)
-  return valid & (_rank_fraction(rng.uniforms(key, valid.shape)[0], valid) * n < k)
+  return valid & (_rank(rng.uniforms(key, valid.shape)[0], valid) < k)
 
 
 def attributes(key, st: structure.StructureSample, hp: AttributeConfig) -> Sample:
