@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import Any, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
