@@ -198,10 +198,22 @@ def pagerank(graph: Graph, damping: float = 0.85, iterations: int = 30) -> jax.A
   return p
 
 
+def _orthonormalize(q: jax.Array) -> jax.Array:
+  """Modified Gram-Schmidt on the columns of ``q [N, k]`` (matmuls only: no LAPACK call, which can
+  hang when a computation is sharded over CPU devices in jaxlib 0.10.2)."""
+  cols = []
+  for j in range(q.shape[1]):
+    v = q[:, j]
+    for c in cols:
+      v = v - jnp.dot(c, v) * c
+    cols.append(v / jnp.maximum(jnp.linalg.norm(v), 1e-12))
+  return jnp.stack(cols, axis=1)
+
+
 def laplacian_eigenvectors(graph: Graph, key: jax.Array, k: int, iterations: int = 40) -> jax.Array:
   """Approximate eigenvectors ``[N, k]`` of the normalised Laplacian's smallest non-trivial eigenvalues.
 
-  Subspace iteration with QR on ``(I + D^-1/2 A D^-1/2) / 2`` (same
+  Subspace iteration (Gram-Schmidt) on ``(I + D^-1/2 A D^-1/2) / 2`` (same
   eigenvectors, order reversed, spectrum in ``[0, 1]``), deflating the trivial
   eigenvector ``sqrt(d)``; each column is scaled to unit variance over the
   valid nodes. An approximation: ``iterations`` controls its accuracy.
@@ -219,10 +231,9 @@ def laplacian_eigenvectors(graph: Graph, key: jax.Array, k: int, iterations: int
     return valid * (y - trivial * (trivial.T @ y))
 
   def step(q, _):
-    q, _ = jnp.linalg.qr(op(q))
-    return q, None
+    return _orthonormalize(op(q)), None
 
   q0 = valid * jax.random.normal(key, (n, k))
-  q, _ = jax.lax.scan(step, jnp.linalg.qr(q0)[0], None, length=iterations)
+  q, _ = jax.lax.scan(step, _orthonormalize(q0), None, length=iterations)
   count = jnp.maximum(jnp.sum(valid), 1.0)
   return q * jnp.sqrt(count)
