@@ -78,15 +78,30 @@ def test_tfds_builder_split_is_fixed_and_shuffled(tmp_path):
     image_data.load("mnist5k", "train", str(tmp_path / "none"))
 
 
+def _launch(work, data_dir, env):
+  cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/flow_matching.py:smoke", f"--workdir={work}",
+         "--cpu_devices=2", f"--config.data_dir={data_dir}", "--config.train_steps=200",
+         "--config.chunk_steps=50", "--config.reduction_seeds=0", "--config.t_splits=(0.0,0.7,1.0)",
+         "--config.sampler.steps=10", "--config.timing_repeats=1"]
+  return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def smoke_run(tmp_path_factory, repo_root):
+  """An uninterrupted launcher run (also the reference of the SIGKILL test)."""
   tmp = tmp_path_factory.mktemp("fm")
-  work = str(tmp / "run")
-  return _config(tmp), work, runner.run(_config(tmp), work)
+  env = dict(os.environ, PYTHONPATH=repo_root + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+  env.pop("XLA_FLAGS", None)
+  work = str(tmp / "full")
+  proc = _launch(work, str(tmp / "data"), env)
+  out, _ = proc.communicate(timeout=900)
+  assert proc.returncode == 0, out
+  with open(os.path.join(work, "results.json")) as f:
+    return work, json.load(f)
 
 
 def test_smoke_run_results_stability_and_endpoints(smoke_run):
-  config, work, res = smoke_run
+  work, res = smoke_run
   for fig in ("sample_grid", "t_split_curves"):
     assert os.path.exists(os.path.join(work, f"{fig}.png"))
   assert res["classifier_accuracy"] > 0.9
@@ -108,9 +123,7 @@ def test_smoke_run_results_stability_and_endpoints(smoke_run):
   md = fm_exp.EXPERIMENT.to_markdown(res)
   assert "| t_split |" in md and "classifier test accuracy" in md
   lines = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
-  assert [r["step"] for r in lines] == list(range(1, 6))
-  again = runner.run(config, work)  # a finished workdir restores its final checkpoint
-  assert again["param_digest"] == res["param_digest"] and again["quality"] == res["quality"]
+  assert [r["step"] for r in lines] == list(range(1, 10))  # auxiliary networks, 4 + 4 chunks
 
 
 def test_nan_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
@@ -140,19 +153,10 @@ def test_nan_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
   ck.close()
 
 
-def _launch(work, data_dir, env):
-  cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/flow_matching.py:smoke", f"--workdir={work}",
-         "--cpu_devices=2", f"--config.data_dir={data_dir}", "--config.train_steps=200",
-         "--config.chunk_steps=50", "--config.reduction_seeds=0", "--config.t_splits=(0.0,)",
-         "--config.sampler.steps=5", "--config.timing_repeats=1"]
-  return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env):
+def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, smoke_run):
   data_dir = str(tmp_path / "data")
-  full = _launch(str(tmp_path / "full"), data_dir, python_env)
   work = str(tmp_path / "killed")
-  proc = _launch(work, data_dir + "2", python_env)
+  proc = _launch(work, data_dir, python_env)
   ckdir = os.path.join(work, "checkpoints")
   deadline = time.time() + 600
   while time.time() < deadline:  # kill once the large group is mid-training
@@ -165,14 +169,12 @@ def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env):
   proc.wait()
   assert proc.returncode == -signal.SIGKILL
   assert not os.path.exists(os.path.join(work, "results.json"))
-  resumed = _launch(work, data_dir + "2", python_env)
+  resumed = _launch(work, data_dir, python_env)
   out, _ = resumed.communicate(timeout=600)
   assert resumed.returncode == 0, out
-  out, _ = full.communicate(timeout=600)
-  assert full.returncode == 0, out
-  a = json.load(open(os.path.join(tmp_path, "full", "results.json")))
+  a = smoke_run[1]
   b = json.load(open(os.path.join(work, "results.json")))
   assert a["param_digest"] == b["param_digest"]  # parameters bit for bit, every group
   assert a["quality"] == b["quality"] and a["reduction"] == b["reduction"]
   lines = [json.loads(x)["step"] for x in open(os.path.join(work, "metrics.jsonl"))]
-  assert lines == list(range(1, len(lines) + 1))
+  assert lines == list(range(1, 10))  # the rewound metrics were rewritten once each
