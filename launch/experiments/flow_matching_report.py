@@ -29,7 +29,8 @@ def _rows_stability(results):
 
 def _rows_c2f(results):
   return [[f"{r['t_split']:g}", str(r["small_steps"]), _f(r["fid"]), _f(r["kid"]),
-           f"{r['stability_to_large']['cosine']:.3f}", f"{r['stability_to_large']['psnr']:.1f}",
+           f"{r['stability_to_large']['cosine']:.3f}",
+           "identical" if r["stability_to_large"]["pixel_mse"] == 0 else f"{r['stability_to_large']['psnr']:.1f}",
            f"{r['speedup_grid']:.2f}x", f"{r['speedup_wall']:.2f}x"] for r in results["coarse_to_fine"]]
 
 
@@ -138,7 +139,7 @@ def make_figures(results, samples, data, rc, writer, large0, small0) -> None:
   if red:
     fracs = sorted({r["fraction"] for r in red.values()}, reverse=True)
     crits = list(dict.fromkeys(r["criterion"] for r in red.values()))
-    fig, ax = plt.subplots(figsize=(1.2 * len(crits) * len(fracs) + 2, 3))
+    fig, ax = plt.subplots(figsize=(0.45 * len(crits) * len(fracs) + 2, 3))
     w = 0.8 / len(fracs)
     for j, f in enumerate(fracs):
       vals = [red[f"{c}@{f:g}"] for c in crits]
