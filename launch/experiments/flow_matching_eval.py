@@ -127,7 +127,7 @@ def evaluate(config, hp, groups, states, aux, data, z_train, scale, subsets, ctx
            "large": forward_flops(hp.nets["large"], hp.flow, ref_large, x_dummy, jnp.asarray(data["test_y"]))}
   ps, pl = params[small0][1], params[large0][1]
   c2f, base_time = [], _time_large(fn, ps, pl, x0, yd, rc.timing_repeats)
-  for ts in rc.t_splits:
+  for ts in sorted(set(rc.t_splits) | {hp.sampler.t_split}):  # the config's t_split is always evaluated
     k = fm.samplers.small_steps(ts, steps)
     times = []
     for _ in range(rc.timing_repeats + 1):  # the first call may compile
