@@ -1,8 +1,15 @@
 """GraphPFN prior: synthetic attributed graphs and node tasks (Eremeev et al., 2025, arXiv:2509.21489)."""
 
-from methods.graphpfn.hparams import ACTIVATIONS, CONV_TYPES, SAMPLINGS, TASKS, AttributeConfig, StructureConfig
-from methods.graphpfn.structure import StructureParams, StructureSample, edge_targets, sample_graph, sample_params
-from methods.graphpfn.scm import AttributeParams
-from methods.graphpfn.tasks import BINARY, MULTICLASS, REGRESSION, Sample, permute_nodes, sample
-from methods.graphpfn.probe import ProbeResult, batch_fn, probe
 from methods.graphpfn import statistics
+from methods.graphpfn.hparams import ACTIVATIONS, CONV_TYPES, SAMPLINGS, TASKS, AttributeConfig, StructureConfig
+from methods.graphpfn.probe import ProbeResult, batch_fn, probe
+from methods.graphpfn.scm import AttributeParams
+from methods.graphpfn.structure import StructureParams, StructureSample, edge_targets, sample_graph, sample_params
+from methods.graphpfn.tasks import BINARY, MULTICLASS, REGRESSION, Sample, permute_nodes, sample
+
+__all__ = [
+    "ACTIVATIONS", "BINARY", "CONV_TYPES", "MULTICLASS", "REGRESSION", "SAMPLINGS", "TASKS",
+    "AttributeConfig", "AttributeParams", "ProbeResult", "Sample", "StructureConfig", "StructureParams",
+    "StructureSample", "batch_fn", "edge_targets", "permute_nodes", "probe", "sample", "sample_graph",
+    "sample_params", "statistics",
+]

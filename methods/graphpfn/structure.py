@@ -124,7 +124,7 @@ def _sbm_slots(u, block, weight, valid, density):
   on the diagonal), then ``u`` in ``r`` and ``v`` in ``s`` with probability
   proportional to the node weights (Karrer & Newman, 2011).
   """
-  n, b, num_slots = block.shape[0], density.shape[0], u.shape[1]
+  n, b = block.shape[0], density.shape[0]
   block = jnp.where(valid, block, b)
   w = jnp.where(valid, weight, 0.0)
   sizes = jax.ops.segment_sum(valid.astype(jnp.float32), block, num_segments=b + 1)[:b]
