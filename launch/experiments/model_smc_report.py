@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 import jax
 import numpy as np
 
+from methods.model_smc import llm as llm_lib
 from methods.model_smc import predictive
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
@@ -211,9 +212,20 @@ def format_table(results: dict) -> str:
     lines.append(f"{'':>{len(str(results['rows']['heldout'])) + 15}}{name:<28}{_num(row['heldout_lpd']):>10}"
                  f"{_num(row['coverage50']):>8}{_num(row['coverage90']):>8}")
   lines += [health_line(results["fit_health"])] if results.get("fit_health") else []
+  lines += rejection_lines(results)
   if results.get("truth"):
     lines.append("truth: " + truth_line(results["truth"]))
   return "\n".join(lines)
+
+
+def rejection_lines(results: dict) -> list[str]:
+  """How many proposals were rejected and why (LLM proposals, or any failed fit), per search."""
+  lines = []
+  for label, part in (("ModelSMC", results.get("smc") or {}), ("hill climbing", results.get("hill_climb") or {})):
+    rejections = part.get("rejections") or {}
+    if "proposals" in part and (results.get("proposal") == "llm" or "fit" in rejections):
+      lines.append(f"{label}: " + llm_lib.RejectionCounter(rejections).summary(int(part.get("proposals", 0))))
+  return lines
 
 
 def health_line(h: dict) -> str:

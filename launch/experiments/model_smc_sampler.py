@@ -218,6 +218,10 @@ def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional
   else:
     mass = smc.posterior_mass(final.particles, final.log_evidence / config.reference.temperature, evaluator.key)
     beta, log_normalizer, rejections = 1.0, float("nan"), final.rejections
+    counter = llm_lib.RejectionCounter(rejections)
+    if counter.total:
+      logging.log(logging.WARNING if counter.total >= final.proposals else logging.INFO, "[model_smc %s] %s",
+                  config.task, counter.summary(final.proposals))
   visited = None
   if config.algorithm == "tempered":  # before the baselines add their own structures to the cache
     v = visited_posterior(config, evaluator)

@@ -117,6 +117,28 @@ def reference_init(key: jax.Array, evaluator: Evaluator, cfg: ReferenceConfig, *
                         cfg.num_particles if start is None else 1, {})
 
 
+def _fit_each(evaluator: Evaluator, structures) -> list:
+  """``log Z`` of each structure, ``None`` for one whose fit raised (the run goes on).
+
+  A batch that raises is refitted one structure at a time, so that one
+  structure the compiler or the integrator cannot handle is rejected alone.
+  """
+  try:
+    return [float(z) for z in evaluator.evaluate(structures)]
+  except Exception as e:  # pylint: disable=broad-except  (any failure of a proposal is a rejection)
+    logging.getLogger(__name__).warning("a batch of %d fits raised %s: %s; fitting one at a time",
+                                        len(structures), type(e).__name__, e)
+  out = []
+  for m in structures:
+    try:
+      out.append(float(evaluator.evaluate([m])[0]))
+    except Exception as e:  # pylint: disable=broad-except
+      logging.getLogger(__name__).warning("fitting a proposed structure raised %s: %s; rejected",
+                                          type(e).__name__, e)
+      out.append(None)
+  return out
+
+
 def reference_step(state: ReferenceState, key: jax.Array, evaluator: Evaluator, propose: Proposer,
                    cfg: ReferenceConfig) -> tuple[ReferenceState, ReferenceInfo]:
   """Resample (if needed), propagate, weight."""
@@ -154,7 +176,14 @@ def reference_step(state: ReferenceState, key: jax.Array, evaluator: Evaluator, 
     new_particles[i] = m2
     new_ancestry[i] = ((len(history) - 1,) + ancestry[i])[:cfg.ancestors]
     accepted += 1
-  new_z = evaluator.evaluate(new_particles)
+  fitted = _fit_each(evaluator, new_particles)
+  for i, z in enumerate(fitted):
+    if z is None:  # the proposal's fit raised: the particle stays where it was
+      rejections["fit"] += 1
+      if new_particles[i] is not particles[i]:
+        accepted -= 1
+      new_particles[i], new_ancestry[i], fitted[i] = particles[i], ancestry[i], float(log_z[i])
+  new_z = np.asarray(fitted, np.float64)
   new = ReferenceState(tuple(new_particles), new_z, tuple(new_ancestry), tuple(history),
                        state.iteration + 1, state.proposals + proposals, dict(rejections))
   info = ReferenceInfo(new.iteration, ess, bool(resampled), new.proposals, accepted, dict(rejections),
@@ -226,13 +255,16 @@ def hill_climb(key: jax.Array, evaluator: Evaluator, propose: Proposer, *, budge
         logging.getLogger(__name__).warning("proposal %d rejected (%s): %s", j, e.kind, e.reason)
         batch.append((j, e.kind))
     valid = [m for _, m in batch if isinstance(m, st.Structure)]
-    scores = iter(evaluator.evaluate(valid)) if valid else iter(())
+    scores = iter(_fit_each(evaluator, valid)) if valid else iter(())
     for j, m in batch:
       used = j + 1
       if not isinstance(m, st.Structure):
         rejections[m] += 1
         continue
-      s = float(next(scores))
+      s = next(scores)
+      if s is None:  # its fit raised
+        rejections["fit"] += 1
+        continue
       if s > score:
         current, score = m, s
         accepted += 1
