@@ -19,6 +19,7 @@ correction), so the per-pair counts are the independent Poissons of the SBM.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -184,7 +185,7 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
   return u, v, mask, block1, block2, valid, c1 + c2
 
 
-def _attach(key, graph: graphs.Graph, params: StructureParams, hp: StructureConfig):
+def _attach(key, graph: graphs.Graph, params: StructureParams, hp: StructureConfig, t_max: int):
   """Preferential attachment: PA node ``t`` (id ``n_sbm + t``) links to randint(1, m) degree-weighted nodes.
 
   A uniformly drawn entry of the list of edge endpoints is a node drawn with
@@ -194,7 +195,7 @@ def _attach(key, graph: graphs.Graph, params: StructureParams, hp: StructureConf
   Returns:
     ``(senders, receivers, mask) [T * m]`` of the PA edges and ``is_pa [N]``.
   """
-  m, t_max = hp.pa_max_degree, hp.max_pa_nodes
+  m = hp.pa_max_degree
   n = graph.node_mask.shape[0]
   ends = jnp.concatenate([graph.senders, graph.receivers])
   ok = jnp.concatenate([graph.edge_mask, graph.edge_mask])
@@ -225,26 +226,31 @@ def _attach(key, graph: graphs.Graph, params: StructureParams, hp: StructureConf
   return s.reshape(-1), r.reshape(-1), use.reshape(-1), is_pa
 
 
-def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig) -> StructureSample:
+def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig, *,
+                 num_nodes: int | None = None, num_slots: int | None = None) -> StructureSample:
   """Samples one graph with hyperparameters ``params`` (jittable, vmappable).
 
   Args:
     key: used for the blocks, node weights, densities, edges, PA and the shuffle.
     params: from :func:`sample_params`.
     hp: the static config (fixes the padded sizes).
+    num_nodes, num_slots: smaller static sizes for a size bucket (see
+      :func:`bucket_of`): at least ``params.n_nodes`` nodes and the SBM edge
+      slots its target needs (default: the config's maxima).
 
   Returns:
     A simple connected graph (its first ``num_nodes`` ids valid, in random
     order), padded to ``hp.n_nodes_max`` nodes and
     ``hp.sbm_edge_slots + hp.pa_edge_slots`` edges.
   """
-  n, slots = hp.n_nodes_max, hp.sbm_edge_slots
+  n = num_nodes or hp.n_nodes_max
+  slots = num_slots or hp.sbm_edge_slots
   k_sbm, k_pa, k_perm = jax.random.split(key, 3)
   u, v, mask, block1, block2, valid, drawn = _sbm_levels(k_sbm, params, hp, n, slots)
   g = graphs.simplify(graphs.Graph(u.astype(jnp.int32), v.astype(jnp.int32), mask, valid))
   core = graphs.largest_component(g)
   g = graphs.Graph(g.senders, g.receivers, g.edge_mask & core[g.senders], core)
-  ps, pr, pm, is_pa = _attach(k_pa, g, params, hp)
+  ps, pr, pm, is_pa = _attach(k_pa, g, params, hp, math.ceil(hp.pa_ratio_max * n))
   g = graphs.Graph(
       jnp.concatenate([g.senders, ps]), jnp.concatenate([g.receivers, pr]),
       jnp.concatenate([g.edge_mask, pm]), core | is_pa,
@@ -254,6 +260,20 @@ def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig) -
   g = graphs.relabel(g, new_id, g.node_mask[order])
   keep = lambda b: jnp.where(core & ~is_pa, b, -1)[order].astype(jnp.int32)  # noqa: E731
   return StructureSample(g, keep(block1), keep(block2), is_pa[order], drawn, params)
+
+
+def bucket_of(n_nodes: int, avg_degree: float, hp: StructureConfig) -> tuple[int, int]:
+  """Static ``(num_nodes, num_slots)`` of a graph's size bucket: powers of two, capped at the maxima.
+
+  Sampling each bucket with its own compiled sampler avoids padding every
+  graph to the largest one (the edge slots cover the target plus 6 Poisson
+  standard deviations, as :attr:`StructureConfig.sbm_edge_slots` does).
+  """
+  m = n_nodes * avg_degree / 2
+  need = m + 6 * math.sqrt(m) + 16
+  nodes = min(max(64, 1 << math.ceil(math.log2(max(n_nodes, 1)))), hp.n_nodes_max)
+  slots = min(max(256, 1 << math.ceil(math.log2(need))), hp.sbm_edge_slots)
+  return nodes, slots
 
 
 def sample(key: jax.Array, hp: StructureConfig) -> StructureSample:
