@@ -14,7 +14,6 @@ JAX compile time excluded and reported.
 
 from __future__ import annotations
 
-import math
 import time
 
 import jax
@@ -22,6 +21,7 @@ import networkx as nx
 import numpy as np
 
 from launch import mesh as mesh_lib
+from launch.bench import timing
 from methods import graphpfn
 from methods.graphpfn import structure
 
@@ -90,18 +90,6 @@ def _bench_config(quick: bool) -> tuple[graphpfn.StructureConfig, int, int]:
   return graphpfn.StructureConfig(), 16, 8  # the paper's ranges: 1000-5000 nodes, degrees up to 500
 
 
-def _timed(fn, *args, repeats=2):
-  t0 = time.perf_counter()
-  out = jax.block_until_ready(fn(*args))
-  cold = time.perf_counter() - t0
-  warm = math.inf
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    warm = min(warm, time.perf_counter() - t0)
-  return out, cold, warm
-
-
 def _bucketed(hp, keys, params, mesh):
   """Warm seconds and edge counts of sampling every graph in its size bucket (one compilation per bucket)."""
   host = jax.tree.map(np.asarray, params)
@@ -114,7 +102,7 @@ def _bucketed(hp, keys, params, mesh):
     padded = idx + [idx[-1]] * (mesh_lib.padded_size(len(idx), mesh) - len(idx))
     fn = jax.jit(jax.vmap(lambda k, p, n=nodes, e=slots: structure.sample_graph(k, p, hp, num_nodes=n, num_slots=e)))
     sub = jax.device_put((keys[np.asarray(padded)], jax.tree.map(lambda x: x[np.asarray(padded)], params)), sharding)
-    out, cold, warm = _timed(fn, *sub)
+    out, cold, warm = timing.timed(fn, *sub)
     total, compile_s = total + warm, compile_s + cold - warm
     edges.update(zip(idx, np.asarray(out.graph.num_edges)[: len(idx)].tolist()))
   return total, compile_s, len(buckets), np.asarray([edges[i] for i in range(len(edges))])
@@ -138,7 +126,7 @@ def run(quick: bool) -> list[dict]:
   size = "n 64-256, degree <= 48" if quick else "paper ranges: n 1000-5000, degree <= 500"
   common = dict(unit="graphs/s", peer=peer, peer_name="networkx SBMs + Python BA loop, same hyperparameters")
   sample = jax.jit(jax.vmap(lambda k, p: structure.sample_graph(k, p, hp)))
-  out, cold, warm = _timed(sample, *jax.device_put((keys, params), sharding))
+  out, cold, warm = timing.timed(sample, *jax.device_put((keys, params), sharding))
   ours = batch / warm
   edges = np.asarray(out.graph.num_edges)
   print(f"graphpfn structure: JAX {ours:.2f} graphs/s padded to the maxima (batch {batch}), networkx {peer:.2f} graphs/s", flush=True)

@@ -23,7 +23,6 @@ import os
 import tempfile
 import time
 
-import jax
 import numpy as np
 from scipy import optimize
 

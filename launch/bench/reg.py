@@ -20,15 +20,14 @@ Compilation is excluded from the JAX rates and reported in the notes.
 from __future__ import annotations
 
 import functools
-import math
 import os
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from launch import mesh as mesh_lib
+from launch.bench import timing
 from launch.bench import reg_torch
 from methods import reg
 
@@ -44,18 +43,6 @@ def _data(n: int) -> dict:
       "next_observations": rng.standard_normal((n, OBS)).astype(np.float32),
       "terminals": (rng.uniform(size=n) < 0.01).astype(np.float32),
   }
-
-
-def _timed(fn, args, calls: int):
-  t0 = time.perf_counter()
-  out = jax.block_until_ready(fn(*args))
-  cold = time.perf_counter() - t0
-  best = math.inf
-  for _ in range(calls):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    best = min(best, time.perf_counter() - t0)
-  return out, cold, best
 
 
 def run(quick: bool) -> list[dict]:
@@ -83,7 +70,7 @@ def run(quick: bool) -> list[dict]:
   rows = []
 
   scan = jax.jit(functools.partial(reg.train_chunk, num_updates=chunk, hp=hp))
-  _, cold, warm = _timed(scan, (state, batch), 3)
+  _, cold, warm = timing.timed(scan, state, batch, repeats=3)
   ours = chunk / warm
   rows.append({
       "benchmark": f"IQL update, 256x256, batch 256, 1 seed, lax.scan of {chunk}",
@@ -100,7 +87,7 @@ def run(quick: bool) -> list[dict]:
       s, _ = single(s, b)
     return s
 
-  _, cold1, warm1 = _timed(loop, (state,), 3)
+  _, cold1, warm1 = timing.timed(loop, state, repeats=3)
   ours1 = 20 / warm1
   rows.append({
       "benchmark": "IQL update, 256x256, batch 256, 1 seed, one update per jitted call",
@@ -111,7 +98,7 @@ def run(quick: bool) -> list[dict]:
   states = jax.vmap(functools.partial(reg.init, obs_dim=OBS, action_dim=ACT, hp=hp))(
       jax.random.split(jax.random.key(0), seeds))
   vscan = jax.jit(jax.vmap(functools.partial(reg.train_chunk, num_updates=chunk // 5, hp=hp), in_axes=(0, None)))
-  _, coldv, warmv = _timed(vscan, (states, batch), 2)
+  _, coldv, warmv = timing.timed(vscan, states, batch, repeats=2)
   oursv = seeds * (chunk // 5) / warmv
   rows.append({
       "benchmark": f"IQL update, 256x256, batch 256, {seeds} seeds vmapped",

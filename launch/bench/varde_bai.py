@@ -16,14 +16,13 @@ Error rates of both sides are printed to show they agree within noise.
 
 from __future__ import annotations
 
-import math
 import time
 
-import jax
 import numpy as np
 
 from envs import bandits
 from launch import mesh as mesh_lib
+from launch.bench import timing
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
 from launch.experiments import varde_bai
@@ -32,14 +31,7 @@ from launch.experiments import varde_bai
 def _timed_sweep(config, mesh, budget, means, repeats=3):
   names, _, fn = varde_bai.make_chunk_fn(config, mesh, budget, means)
   ids = varde_bai.chunk_seed_ids(config, mesh, 0)
-  t0 = time.perf_counter()
-  out = jax.block_until_ready(fn(ids))
-  cold = time.perf_counter() - t0
-  warm = math.inf
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn(ids))
-    warm = min(warm, time.perf_counter() - t0)
+  out, cold, warm = timing.timed(fn, ids, repeats=repeats)
   errors = np.asarray(mesh_lib.to_host(out).errors) / config.num_seeds
   return names, errors, cold, warm
 

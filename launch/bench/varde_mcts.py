@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 
 import jax
 import jax.numpy as jnp
@@ -22,21 +21,10 @@ import numpy as np
 
 from envs import trees
 from launch import mesh as mesh_lib
+from launch.bench import timing
 from launch.experiments import varde_mcts
 from methods.varde import mcts
 from methods.varde import mctx_adapter
-
-
-def _timed(fn, *args, repeats=3):
-  t0 = time.perf_counter()
-  out = jax.block_until_ready(fn(*args))
-  cold = time.perf_counter() - t0
-  warm = math.inf
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    warm = min(warm, time.perf_counter() - t0)
-  return out, cold, warm
 
 
 def run(quick: bool) -> list[dict]:
@@ -50,8 +38,8 @@ def run(quick: bool) -> list[dict]:
     ours = jax.jit(lambda e, r, k, p=policy: mcts.search(e, r, k, policy=p, num_simulations=sims, horizon=depth).action)
     theirs = jax.jit(lambda e, r, k: mctx_adapter.mctx_search(e, r, k, policy="mctx_gumbel", num_simulations=sims,
                                                                horizon=depth)[0])
-    a_ours, cold_o, warm_o = _timed(ours, env, roots, jax.random.key(1))
-    a_theirs, cold_t, warm_t = _timed(theirs, env, roots, jax.random.key(1))
+    a_ours, cold_o, warm_o = timing.timed(ours, env, roots, jax.random.key(1))
+    a_theirs, cold_t, warm_t = timing.timed(theirs, env, roots, jax.random.key(1))
     r_o, r_t = np.asarray(regret(env, action=a_ours)), np.asarray(regret(env, action=a_theirs))
     rate_o, rate_t = batch * sims / warm_o, batch * sims / warm_t
     se = lambda x: x.std() / math.sqrt(len(x))  # noqa: E731
