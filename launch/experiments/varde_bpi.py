@@ -13,7 +13,6 @@ VarDE allocation is a reconstruction from the paper's principle (Luong et al.,
 from __future__ import annotations
 
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +21,6 @@ import ml_collections
 from envs import mdps
 from launch import config_schema as cs
 from launch import mesh as mesh_lib
-from launch import metrics
 from launch.configs import common
 from launch.configs import varde_bpi as bpi_config
 from launch.experiments import varde_bpi_envs as envs_lib
@@ -107,35 +105,16 @@ def schema() -> cs.Schema:
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs every (environment, budget) unit; returns ``results.json``'s content."""
-  units = [(e, b) for e in range(len(config.envs)) for b in config.budgets]
-  names = list(config.algorithms)
-  initial = {f"{config.envs[e]}_T{b}": report.Tally.zeros(len(names))._asdict() for e, b in units}
-  done, state, _ = ctx.restore_or(initial)
-  tallies = {k: report.Tally(**{f: jnp.asarray(x) for f, x in v.items()}) for k, v in state.items()}
-  progress = metrics.Progress(len(units), unit="units", start=done)
-  start = time.perf_counter()
   fns: dict = {}
   ids = report.padded_ids(config.num_instances * config.runs_per_instance, ctx.mesh, mesh_lib)
-  for u in range(done, len(units)):
-    e, budget = units[u]
-    env = config.envs[e]
+
+  def unit_tally(e: int, budget: int) -> report.Tally:
     if e not in fns:
       fns[e] = make_unit_fn(config, ctx.mesh, e)
-    key = f"{env}_T{budget}"
-    out = mesh_lib.to_host(fns[e](ids, jnp.asarray(budget, jnp.int32)))
-    tallies[key] = tallies[key] + report.Tally(*out)
-    t = tallies[key]
-    progress.label = f"[varde_bpi {env} T={budget}] "
-    ctx.writer.log(u + 1, budget=budget, runs=float(t.runs),
-                   **{f"regret/{env}/{n}": float(t.regret[i] / max(t.runs, 1)) for i, n in enumerate(names)})
-    progress.update(u + 1)
-    ctx.save(u + 1, {k: v._asdict() for k, v in tallies.items()}, force=u + 1 == len(units))
-  tallies = {k.replace("_T", "/T"): v for k, v in tallies.items()}
-  results = report.summarize("varde_bpi", config.envs, config.budgets, names, tallies,
-                             {"budget_unit": "samples", "metric": "policy regret V*(s0) - V^pi_hat(s0)"})
-  results["wall_time_s"] = time.perf_counter() - start
-  report.make_figures(results, ctx.writer)
-  return results
+    return report.Tally(*mesh_lib.to_host(fns[e](ids, jnp.asarray(budget, jnp.int32))))
+
+  return report.run_units("varde_bpi", config, ctx, list(config.algorithms), unit_tally,
+                          {"budget_unit": "samples", "metric": "policy regret V*(s0) - V^pi_hat(s0)"})
 
 
 EXPERIMENT = Experiment(

@@ -13,7 +13,6 @@ principle (Luong et al., "Variance Driven Exploration", ICML 2026, Section 4).
 from __future__ import annotations
 
 import functools
-import time
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +21,6 @@ import ml_collections
 from envs import mdps
 from launch import config_schema as cs
 from launch import mesh as mesh_lib
-from launch import metrics
 from launch.configs import common
 from launch.configs import varde_mcts as mcts_config
 from launch.experiments import varde_mcts_envs as envs_lib
@@ -135,31 +133,11 @@ def schema() -> cs.Schema:
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs every (environment, budget) unit; returns ``results.json``'s content."""
-  units = [(e, b) for e in range(len(config.envs)) for b in config.budgets]
-  names = list(config.policies)
-  initial = {f"{config.envs[e]}_T{b}": report.Tally.zeros(len(names))._asdict() for e, b in units}
-  done, state, _ = ctx.restore_or(initial)
-  tallies = {k: report.Tally(**{f: jnp.asarray(x) for f, x in v.items()}) for k, v in state.items()}
-  progress = metrics.Progress(len(units), unit="units", start=done)
-  start = time.perf_counter()
   cache: dict = {}
-  for u in range(done, len(units)):
-    e, budget = units[u]
-    env = config.envs[e]
-    key = f"{env}_T{budget}"
-    tallies[key] = tallies[key] + unit_tally(config, ctx.mesh, e, budget, cache)
-    t = tallies[key]
-    progress.label = f"[varde_mcts {env} T={budget}] "
-    ctx.writer.log(u + 1, budget=budget, runs=float(t.runs),
-                   **{f"regret/{env}/{n}": float(t.regret[i] / max(t.runs, 1)) for i, n in enumerate(names)})
-    progress.update(u + 1)
-    ctx.save(u + 1, {k: v._asdict() for k, v in tallies.items()}, force=u + 1 == len(units))
-  tallies = {k.replace("_T", "/T"): v for k, v in tallies.items()}
-  results = report.summarize("varde_mcts", config.envs, config.budgets, names, tallies,
-                             {"budget_unit": "simulations", "metric": "root simple regret V*(s0) - Q*(s0, a_hat)"})
-  results["wall_time_s"] = time.perf_counter() - start
-  report.make_figures(results, ctx.writer)
-  return results
+  return report.run_units(
+      "varde_mcts", config, ctx, list(config.policies),
+      lambda e, budget: unit_tally(config, ctx.mesh, e, budget, cache),
+      {"budget_unit": "simulations", "metric": "root simple regret V*(s0) - Q*(s0, a_hat)"})
 
 
 EXPERIMENT = Experiment(

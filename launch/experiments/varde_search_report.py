@@ -10,9 +10,13 @@ exact value is below the optimum). The mean regret's standard error is
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+import time
+from typing import Callable, NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
+
+from launch import metrics
 
 
 class Tally(NamedTuple):
@@ -141,3 +145,42 @@ def tally(regret, valid, tol: float = 1e-5) -> Tally:
   v = valid.astype(jnp.float32)[None, :]
   return Tally(jnp.sum(valid.astype(jnp.float32)), jnp.sum(regret * v, -1), jnp.sum(regret**2 * v, -1),
                jnp.sum((regret > tol) * v, -1))
+
+
+def run_units(experiment: str, config, ctx, names: list, unit_tally: Callable[[int, int], Tally],
+              extra: dict) -> dict:
+  """Runs every (environment, budget) unit in turn; returns ``results.json``'s content.
+
+  The tallies of all units are checkpointed after each one, so a killed run
+  resumes at the next unit and ends with the same integer-valued sums.
+
+  Args:
+    experiment: ``varde_mcts`` or ``varde_bpi``.
+    config: the run's config (``envs``, ``budgets``).
+    ctx: the run's context.
+    names: the algorithms, in tally order.
+    unit_tally: ``(environment index, budget) -> Tally`` of one unit.
+    extra: ``budget_unit`` and ``metric`` for the tables.
+  """
+  units = [(e, b) for e in range(len(config.envs)) for b in config.budgets]
+  initial = {f"{config.envs[e]}_T{b}": Tally.zeros(len(names))._asdict() for e, b in units}
+  done, state, _ = ctx.restore_or(initial)
+  tallies = {k: Tally(**{f: jnp.asarray(x) for f, x in v.items()}) for k, v in state.items()}
+  progress = metrics.Progress(len(units), unit="units", start=done)
+  start = time.perf_counter()
+  for u in range(done, len(units)):
+    e, budget = units[u]
+    env = config.envs[e]
+    key = f"{env}_T{budget}"
+    tallies[key] = tallies[key] + unit_tally(e, budget)
+    t = tallies[key]
+    progress.label = f"[{experiment} {env} T={budget}] "
+    ctx.writer.log(u + 1, budget=budget, runs=float(t.runs),
+                   **{f"regret/{env}/{n}": float(t.regret[i] / max(t.runs, 1)) for i, n in enumerate(names)})
+    progress.update(u + 1)
+    ctx.save(u + 1, {k: v._asdict() for k, v in tallies.items()}, force=u + 1 == len(units))
+  tallies = {k.replace("_T", "/T"): v for k, v in tallies.items()}
+  results = summarize(experiment, config.envs, config.budgets, names, tallies, extra)
+  results["wall_time_s"] = time.perf_counter() - start
+  make_figures(results, ctx.writer)
+  return results
