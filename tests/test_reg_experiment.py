@@ -195,7 +195,7 @@ def test_every_algorithm_learns_on_a_pendulum_dataset(tmp_path):
   # The random policy under the same protocol: num_seeds x final_eval_episodes episodes.
   task = classic_control.make("pendulum")
   ep = jax.jit(lambda k: classic_control.rollout(task, classic_control.behaviour_policy(task, random_prob=1.0), k,
-                                                 config.num_seeds * config.final_eval_episodes))(jax.random.PRNGKey(7))
+                                                 config.num_seeds * config.final_eval_episodes))(jax.random.key(7))
   info = res["dataset_info"]["pendulum-expert"]
   rand = d4rl.normalized_score(np.asarray(classic_control.returns(ep)), info["random_return"], info["expert_return"])
   per_seed = rand.reshape(config.num_seeds, -1).mean(1)

@@ -18,7 +18,7 @@ def test_expectile_weights_and_mse_limit():
   np.testing.assert_allclose(losses.expectile_weight(u, 0.7), [0.3, 0.3, 0.7, 0.7, 0.7])
   np.testing.assert_allclose(losses.expectile_weight(u, 0.9), [0.1, 0.1, 0.9, 0.9, 0.9], rtol=1e-6)
   # tau = 0.5 weighs both signs by 1/2: the loss is half the mean squared error.
-  x = jax.random.normal(jax.random.PRNGKey(0), (1000,))
+  x = jax.random.normal(jax.random.key(0), (1000,))
   np.testing.assert_allclose(losses.expectile_loss(x, 0.5), 0.5 * jnp.mean(x**2), rtol=1e-6)
   # Positive errors weigh tau, negative ones 1 - tau.
   np.testing.assert_allclose(losses.expectile_loss(jnp.array([2.0]), 0.8), 0.8 * 4.0, rtol=1e-6)
@@ -35,13 +35,13 @@ def test_td_target_uses_one_minus_terminal():
 def test_critic_targets_ignore_next_state_on_terminals():
   """Through the agent: with terminals the target is r whatever V(s') is."""
   hp = reg.Hparams(hidden=(8,))
-  state = reg.init(jax.random.PRNGKey(0), 3, 1, hp=hp)
+  state = reg.init(jax.random.key(0), 3, 1, hp=hp)
   nets = reg.make_nets(1, hp)
   # A V network whose output is huge: scale its last layer.
   state = state._replace(value=jax.tree.map(lambda x: 1e3 * x + 50.0, state.value))
-  obs = jax.random.normal(jax.random.PRNGKey(1), (4, 3))
+  obs = jax.random.normal(jax.random.key(1), (4, 3))
   batch = reg.Batch(obs, jnp.zeros((4, 1)), jnp.arange(4.0), obs + 1, jnp.array([1.0, 1.0, 0.0, 0.0]))
-  y = agent_lib._critic_target(state, batch, nets, hp, jax.random.PRNGKey(2))  # pylint: disable=protected-access
+  y = agent_lib._critic_target(state, batch, nets, hp, jax.random.key(2))  # pylint: disable=protected-access
   next_v = nets.value.apply(state.value, batch.next_observations)
   np.testing.assert_allclose(y[:2], [0.0, 1.0])
   np.testing.assert_allclose(y[2:], jnp.arange(2.0, 4.0) + hp.discount * next_v[2:], rtol=1e-6)
@@ -69,7 +69,7 @@ def test_value_tends_to_upper_expectile_on_a_bandit(tau):
                    jnp.ones(n))
   hp = reg.Hparams(hidden=(32, 32), expectile=tau, discount=0.0, batch_size=1024, critic_lr=3e-3, value_lr=1e-2,
                    polyak=0.05)
-  state = reg.init(jax.random.PRNGKey(0), 1, 1, hp=hp)
+  state = reg.init(jax.random.key(0), 1, 1, hp=hp)
   state, _ = jax.jit(functools.partial(reg.train_chunk, num_updates=1000, hp=hp))(state, data)
   v = float(reg.make_nets(1, hp).value.apply(state.value, jnp.zeros((1, 1)))[0])
   exact = _exact_expectile(rewards, probs, tau)
@@ -80,7 +80,7 @@ def test_value_tends_to_upper_expectile_on_a_bandit(tau):
 
 
 def test_worst_case_ratios():
-  u = jax.random.normal(jax.random.PRNGKey(0), (512,))
+  u = jax.random.normal(jax.random.key(0), (512,))
   for amb, regz in [("kappa", "none"), ("simplex", "kl"), ("simplex", "chi2"), ("simplex", "none")]:
     xi = losses.worst_case_ratio(u, ambiguity=amb, regularizer=regz, tau=0.7, lam=0.5)
     chex.assert_shape(xi, (512,))
@@ -98,7 +98,7 @@ def test_worst_case_ratios():
 
 def test_kappa_ratio_is_the_expectile_dual_maximiser():
   """At the exact expectile e, xi = |tau - 1{x < e}| / mean solves max over the kappa-set of E[xi (x - e)] = 0."""
-  x = np.asarray(jax.random.normal(jax.random.PRNGKey(3), (400,)), np.float64)
+  x = np.asarray(jax.random.normal(jax.random.key(3), (400,)), np.float64)
   tau = 0.8
   e = _exact_expectile(x, np.full(len(x), 1 / len(x)), tau)
   xi = np.asarray(losses.worst_case_ratio(jnp.asarray(x - e, jnp.float32), ambiguity="kappa", regularizer="none",
@@ -114,11 +114,11 @@ def test_kappa_ratio_is_the_expectile_dual_maximiser():
 
 def _run(hp, steps=30):
   n = 512
-  k = jax.random.split(jax.random.PRNGKey(0), 4)
+  k = jax.random.split(jax.random.key(0), 4)
   data = reg.Batch(jax.random.normal(k[0], (n, 3)), jnp.tanh(jax.random.normal(k[1], (n, 2))),
                    jax.random.normal(k[2], (n,)), jax.random.normal(k[3], (n, 3)),
                    (jax.random.uniform(k[0], (n,)) < 0.1).astype(jnp.float32))
-  state = reg.init(jax.random.PRNGKey(1), 3, 2, hp=hp)
+  state = reg.init(jax.random.key(1), 3, 2, hp=hp)
   return jax.jit(functools.partial(reg.train_chunk, num_updates=steps, hp=hp))(state, data)
 
 

@@ -26,6 +26,7 @@ import dataclasses
 import ml_collections
 
 from datasets.offline_rl import d4rl
+from datasets.offline_rl import tfds_d4rl
 from envs import classic_control
 from launch.configs import common
 from methods import reg
@@ -36,7 +37,7 @@ ALGORITHMS = tuple(reg.ALGORITHMS)
 KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert")  # generated dataset kinds
 MUJOCO_GENERATED = ("halfcheetah", "hopper")  # MuJoCo tasks with a generated dataset (TD3 behaviour)
 GENERATED_TASKS = classic_control.TASKS + MUJOCO_GENERATED
-D4RL_TASKS = ("halfcheetah", "hopper", "walker2d")  # tasks whose D4RL datasets are evaluated
+D4RL_TASKS = tfds_d4rl.TASKS  # tasks whose D4RL datasets are evaluated
 D4RL_DATASETS = tuple(f"{t}-{k}-v2" for t in D4RL_TASKS for k in ("medium", "medium-replay", "medium-expert"))
 
 
