@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from datasets import images as image_data
+from datasets.images import builder as image_builder
 from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import runner
@@ -70,8 +71,8 @@ def test_tfds_builder_split_is_fixed_and_shuffled(tmp_path):
   xt, yt = image_data.load("digits", "test", str(tmp_path))
   assert x.shape == (1438, 8, 8) and xt.shape == (359, 8, 8) and x.dtype == np.float32
   assert 0 <= x.min() and x.max() <= 1 and sorted(set(y)) == list(range(10))
-  raw, labels = image_data.builder.raw_arrays("digits")
-  idx = image_data.builder.split_indices(len(labels))
+  raw, labels = image_builder.raw_arrays("digits")
+  idx = image_builder.split_indices(len(labels))
   np.testing.assert_array_equal(x, raw[idx["train"]])
   np.testing.assert_array_equal(yt, labels[idx["test"]])
   with pytest.raises(FileNotFoundError, match="not prepared"):

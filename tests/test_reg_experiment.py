@@ -66,6 +66,7 @@ def test_config_errors_are_named():
 def test_smoke_run_results_figures_and_resume(tmp_path):
   config = _smoke(tmp_path)
   work = str(tmp_path / "run")
+  reg_exp.chunk_fn.cache_clear()  # other tests' runs (other dataset sizes) share the cache
   res = runner.run(config, work)
   assert set(res["scores"]["pendulum-medium"]) == {"iql", "reg_opg"}
   for a in ("iql", "reg_opg"):

