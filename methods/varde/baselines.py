@@ -63,7 +63,7 @@ def _index_algorithm(num_arms, warm_start, select_rule, rate_fn=None, update_fn=
     )
 
   def select(state, key, t):
-    return core.with_warm_start(t, state.warm, select_rule(state, key, t))
+    return core.warm_start_then(t, state.warm, lambda: select_rule(state, key, t))
 
   def update(state, t, arm, reward):
     if update_fn is not None:
@@ -218,11 +218,22 @@ def ttts(
     k_lead, k_coin, k_chal = jax.random.split(key, 3)
     theta = stats.mean + sd * jax.random.normal(k_lead, (num_arms,))
     leader = jnp.argmax(theta)
-    thetas = stats.mean[None] + sd[None] * jax.random.normal(k_chal, (max_resamples, num_arms))
-    challengers = jnp.argmax(thetas, axis=-1)
-    ok = challengers != leader
-    runner_up = jnp.argmax(jnp.where(jnp.arange(num_arms) == leader, -jnp.inf, thetas[-1]))
-    challenger = jnp.where(jnp.any(ok), challengers[jnp.argmax(ok)], runner_up)
+    # One flat draw, reshaped: the same numbers as a [max_resamples, K] draw
+    # (threefry's counters are the row-major flat indices), but XLA:CPU
+    # generates a 1-D draw several times faster.
+    z = jax.random.normal(k_chal, (max_resamples * num_arms,)).reshape(max_resamples, num_arms)
+    thetas = stats.mean[None] + sd[None] * z
+    # Sample r's argmax is not the leader iff some arm beats the leader's value
+    # (ties go to the lower index, as in ``argmax``): no per-sample argmax.
+    arms = jnp.arange(num_arms)
+    lead_value = thetas[:, leader][:, None]
+    beats = jnp.where((arms < leader)[None], thetas >= lead_value, thetas > lead_value)
+    ok = jnp.any(beats, axis=-1)  # [max_resamples]
+    # The first such sample's argmax; if there is none, the runner-up of the
+    # last sample (masking the leader does not change the argmax of an
+    # accepted sample).
+    row = jnp.where(jnp.any(ok), jnp.argmax(ok), max_resamples - 1)
+    challenger = jnp.argmax(jnp.where(arms == leader, -jnp.inf, thetas[row]))
     return jnp.where(jax.random.uniform(k_coin) < beta, leader, challenger)
 
   return _index_algorithm(num_arms, warm_start, rule)

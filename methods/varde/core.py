@@ -170,6 +170,24 @@ def with_warm_start(t: jax.Array, order: jax.Array, arm: jax.Array) -> jax.Array
   return jnp.where(t < n, order[jnp.minimum(t, n - 1)], arm)
 
 
+def warm_start_then(t: jax.Array, order: jax.Array, rule: Callable[[], jax.Array]) -> jax.Array:
+  """The warm-start arm while ``t < len(order)``, else ``rule()``.
+
+  The same arm as ``with_warm_start(t, order, rule())``, but ``rule`` is only
+  evaluated after the warm start: the step ``t`` of :func:`run_bai`'s scan is
+  the same for every seed, so under ``vmap`` this stays a ``lax.cond`` (not a
+  select computing both branches).
+  """
+  n = order.shape[0]
+  if n == 0:
+    return rule().astype(jnp.int32)
+  return jax.lax.cond(
+      t < n,
+      lambda: order[jnp.minimum(t, n - 1)].astype(jnp.int32),
+      lambda: rule().astype(jnp.int32),
+  )
+
+
 def max_of_others(x: jax.Array) -> jax.Array:
   """``[K]`` with entry ``k`` equal to ``max_{j != k} x_j``.
 

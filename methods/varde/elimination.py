@@ -175,10 +175,17 @@ def _elimination_algorithm(
   def update(state, t, arm, reward):
     stats = core.stats_update(state.stats, arm, reward)
     round_stats = core.stats_update(state.round_stats, arm, reward)
-    means = stats.mean if reuse_samples else round_stats.mean
-    active = _eliminate(state.active, means, drop_after[t])
-    phase_ends = drop_after[t] > 0
-    round_stats = jax.tree.map(lambda x: jnp.where(phase_ends, jnp.zeros_like(x), x), round_stats)
+
+    def end_phase():
+      means = stats.mean if reuse_samples else round_stats.mean
+      active = _eliminate(state.active, means, drop_after[t])
+      return active, jax.tree.map(jnp.zeros_like, round_stats)
+
+    # The schedule is static and ``t`` is the same for every seed, so under
+    # ``vmap`` this stays a ``lax.cond``: eliminations cost only at phase ends.
+    active, round_stats = jax.lax.cond(
+        drop_after[t] > 0, end_phase, lambda: (state.active, round_stats)
+    )
     return EliminationState(stats, round_stats, active, state.known_var)
 
   def recommend(state):
