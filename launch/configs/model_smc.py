@@ -199,6 +199,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # sweeps and free steps, runs stayed near the best prior draws.
   config.smc.mcmc_steps = 5
   config.smc.max_delta = 0.1
+  # Mixing: 5 independent runs of 32 particles (pooled; their spread is the
+  # multi-run check), each ending with a local search and sweeps at beta = 1
+  # until 2 acceptance-weighted moves per particle (at most 10 sweeps) with
+  # elite jumps. With one run of 64 particles and no final phase, the pelts'
+  # particle masses disagreed with p(m) Z(m) over the visited structures.
+  config.smc.num_runs = 5
+  config.smc.num_particles = 32
+  config.smc.mcmc_steps = 2
+  config.smc.local_search = 1
+  config.smc.final_max_sweeps = 10
 
   if opts.task in SIMULATED or opts.task == "sim":  # the system's states, noise, rows and library
     system = ode_systems.SYSTEMS[SIMULATED.get(opts.task, opts.system)]
@@ -221,6 +231,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.fit.steps = 200
     config.fit.batch_size = 32
     config.smc.num_particles = 100
+    config.smc.num_runs = 1  # exact.repeats are the independent runs
+    config.smc.mcmc_steps = 5
     config.smc.p_include = 0.5
     config.smc.max_terms = 2
     config.sim.noise_scale = 0.3  # overrides the oscillator's own 0.1 (logged)
@@ -241,6 +253,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
   if opts.preset == "smoke":
     config.smc.num_particles = 16
+    config.smc.num_runs = 2 if opts.task != "exact" else 1
+    config.smc.local_search_steps = 2
+    config.smc.final_max_sweeps = 3
     config.smc.mcmc_steps = 1
     config.smc.max_delta = 1.0
     config.fit.restarts = 2
@@ -255,7 +270,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     if opts.task == "exact":
       config.smc.num_particles = 32
   elif opts.preset == "paper":
-    config.smc.num_particles = 256
+    config.smc.num_particles = 128 if opts.task != "exact" else 256
+    config.smc.local_search = 2
+    config.smc.final_max_sweeps = 50
     config.smc.mcmc_steps = 10
     config.smc.max_delta = 0.05
     config.fit.restarts = 8

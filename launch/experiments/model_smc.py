@@ -168,7 +168,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
                                      hparams.from_config(sampler.smc.SMCConfig, config.smc))
 
   alg = sampler.algorithm(config, task, evaluator, grammar)
-  step, arrays, meta = ctx.restore_or(sampler.SamplerArrays.make(alg.num_particles))
+  step, arrays, meta = ctx.restore_or(alg.template())
   if meta:
     for k in meta["library"]:
       library.add(ex.parse(k, states=library.states))
@@ -186,13 +186,16 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
       hill = dict(meta["hill"], structure=sampler.decode_structure(meta["hill"]["structure"], library))
     else:
       hill = scoring.hill_climb(config, task, evaluator, grammar, sampled.proposals)
+  if not done and config.algorithm == "tempered":  # after the baselines: their structures are in the visited set
+    sampled = sampled._replace(visited=sampler.visited_summary(config, evaluator),
+                               mixing=sampler.mixing_check(config, evaluator, sampled, hill))
   if not done:
     done_meta = {
         "stage": "done", "library": list(library.keys), "evaluator": evaluator.state_dict(),
         "sampled": sampled.encode(library),
         "hill": None if hill is None else {**hill, "structure": sampler.encode_structure(hill["structure"], library)},
     }
-    ctx.save(sampled.iterations + 1, sampler.SamplerArrays.make(alg.num_particles), done_meta, force=True)
+    ctx.save(len(sampled.diagnostics) + 1, alg.template(), done_meta, force=True)
   return scoring.finish(config, ctx, task, evaluator, sampled, hill)
 
 

@@ -198,6 +198,8 @@ def format_table(results: dict) -> str:
     lines += [health_line(results["fit_health"])] if results.get("fit_health") else []
     return "\n".join(lines)
   smc = results["smc"]
+  if results.get("mixing"):
+    lines.append(mixing_line(results["mixing"]))
   lines.append(f"tempering steps {smc['iterations']}, final beta {smc['final_beta']:.3f}, proposals "
                f"{smc['proposals']}, structures fitted {smc['fits']}, log normaliser "
                f"{_num(smc['log_normalizer'])}, {smc['wall_time_s']:.0f} s")
@@ -216,6 +218,41 @@ def format_table(results: dict) -> str:
   if results.get("truth"):
     lines.append("truth: " + truth_line(results["truth"]))
   return "\n".join(lines)
+
+
+def mixing_line(mx: dict) -> str:
+  """PASS/FAIL of "TV < threshold and every run has the same top structure", with the numbers."""
+  n = mx["num_runs"]
+  verdict = "PASS" if mx["passed"] else "FAIL"
+  tv = mx["total_variation"]
+  parts = [f"mixing {verdict}: total variation {tv:.3f} {'<' if tv < mx['threshold'] else '>='} "
+           f"{mx['threshold']:g} between the particle mass pooled over {n} run{'s' if n > 1 else ''} and "
+           f"p(m) Z(m) over the {mx['num_structures']} visited structures"]
+  distinct = len(set(mx["top_runs"]))
+  parts.append(f"the {n} runs agree on the top structure" if mx["agree"]
+               else f"the {n} runs disagree on the top structure ({distinct} different)")
+  parts.append("per-run TV " + "/".join(f"{t:.2f}" for t in mx["total_variation_runs"]))
+  parts.append("pooled top's mass per run " + "/".join(f"{m:.2f}" for m in mx["top_mass_runs"])
+               + f" (sd {mx['top_mass_spread']:.3f})")
+  h = mx.get("hill_climb")
+  if h:
+    if h["in_sampler_visited"]:
+      parts.append("hill climbing's structure is in the sampler's visited set")
+    else:
+      parts.append(f"hill climbing's structure is NOT in the sampler's visited set ("
+                   f"log p(m) Z(m) {h['log_joint']:.2f}; sampler's best {h['sampler_best_log_joint']:.2f})")
+  return "; ".join(parts)
+
+
+def mixing_markdown(mx: dict) -> list[str]:
+  """The mixing check for the README: its verdict line, then one row per run."""
+  out = ["**Mixing check:** " + mixing_line(mx) + ".\n",
+         "| run | top structure (particles) | its mass | TV to the visited-set posterior |", "|---:|---|---:|---:|"]
+  for r, (top, tv) in enumerate(zip(mx["top_runs"], mx["total_variation_runs"])):
+    mass = mx["top_mass_runs"][r] if top == mx["top"] else float("nan")
+    out.append(f"| {r + 1} | `{top}` | {_num(mass, '{:.3f}') if top == mx['top'] else '-'} | {tv:.3f} |")
+  out.append(f"| pooled | `{mx['top']}` | - | {mx['total_variation']:.3f} |")
+  return out
 
 
 def rejection_lines(results: dict) -> list[str]:
@@ -275,6 +312,8 @@ def markdown_table(results: dict) -> str:
   out.append(f"**{results['dataset']}** ({results['rows']['fit']} rows fitted, {results['rows']['heldout']} held out); "
              f"tempered SMC, N = {results['num_particles']}, {smc['iterations']} tempering steps, "
              f"{smc['proposals']} proposals, {smc['fits']} structures fitted, {smc['wall_time_s']:.0f} s.\n")
+  if results.get("mixing"):
+    out += mixing_markdown(results["mixing"]) + [""]
   out.append("| SMC posterior mass | visited-set p(m\\|x) | log Z | held-out lpd | equations |")
   out.append("|---:|---:|---:|---:|---|")
   for row in smc["top"]:
@@ -366,15 +405,18 @@ def make_figures(results: dict, writer, y: np.ndarray, times: np.ndarray, time_l
 
   diag = results["smc"]["diagnostics"]
   if diag:
-    it = [d["iteration"] for d in diag]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
-    axes[0].plot(it, [d["beta"] for d in diag], "o-")
+    for r in sorted({d.get("run", 0) for d in diag}):
+      rows = [d for d in diag if d.get("run", 0) == r]
+      it = np.arange(1, len(rows) + 1)  # tempering steps, then the local search and the final sweeps
+      axes[0].plot(it, [d["beta"] for d in rows], ".-", color=f"C{r % 10}", label=f"run {r + 1}")
+      axes[1].plot(it, [d["ess"] for d in rows], ".-", color=f"C{r % 10}")
+      axes[1].plot(it, [d["unique"] for d in rows], "x:", color=f"C{r % 10}")
+      axes[2].plot(it, [d["acceptance"] for d in rows], ".-", color=f"C{r % 10}")
     axes[0].set_ylabel("beta")
-    axes[1].plot(it, [d["ess"] for d in diag], "o-", label="ESS after reweighting")
-    axes[1].plot(it, [d["unique"] for d in diag], "s-", label="unique structures")
-    axes[1].legend(fontsize=7)
-    axes[2].plot(it, [d["acceptance"] for d in diag], "o-")
+    axes[0].legend(fontsize=7)
+    axes[1].set_ylabel("ESS (.-) and unique structures (x:)")
     axes[2].set_ylabel("MH acceptance")
     for ax in axes:
-      ax.set_xlabel("iteration")
+      ax.set_xlabel("step of the run (tempering, then search and final sweeps at beta = 1)")
     writer.save_figure(fig, "diagnostics")

@@ -53,10 +53,14 @@ class SamplerArrays(NamedTuple):
   LOG_WEIGHTS = ("log_weights", "log_evidence", "log_normalizer")
 
   @classmethod
-  def make(cls, n: int, log_weights=None, log_evidence=None, beta: float = 0.0, log_normalizer: float = 0.0):
-    def arr(x):
-      return np.zeros(n, np.float64) if x is None else np.asarray(x, np.float64)
-    return cls(arr(log_weights), arr(log_evidence), np.float64(beta), np.float64(log_normalizer))
+  def make(cls, n, log_weights=None, log_evidence=None, beta=0.0, log_normalizer=0.0):
+    """Arrays of shape ``n`` (an int, or ``(runs, N)``: then ``beta`` and ``log_normalizer`` are ``[runs]``)."""
+    shape = (n,) if isinstance(n, int) else tuple(n)
+
+    def arr(x, shp):
+      return np.zeros(shp, np.float64) if x is None else np.broadcast_to(np.asarray(x, np.float64), shp).copy()
+    return cls(arr(log_weights, shape), arr(log_evidence, shape), arr(beta, shape[:-1]),
+               arr(log_normalizer, shape[:-1]))
 
 
 class Sampled(NamedTuple):
@@ -75,6 +79,8 @@ class Sampled(NamedTuple):
   visited: Optional[dict] = None  # the visited-set posterior (tempered sampler)
   fitted: tuple = ()  # keys of every structure the sampler fitted (before the baselines)
   fit_health: Optional[dict] = None  # Evaluator.fit_health over the sampler's fits
+  runs: tuple = ()  # per independent run (tempered sampler): mass, counters, normaliser
+  mixing: Optional[dict] = None  # particle mass against the visited-set posterior (mixing_check)
 
   def by_key(self, library: st.Library) -> dict:
     return {st.key(m, library): m for m in self.particles}
@@ -98,6 +104,7 @@ class _Algorithm(NamedTuple):
   """What differs between the two samplers, for the one callback."""
 
   num_particles: int
+  template: Callable[[], SamplerArrays]  # the checkpoint's arrays (shapes)
   run: Callable[[Any, Callable], Any]  # (state or None, callback) -> final state
   fraction: Callable[[Any], float]  # progress in [0, 1]
   finished: Callable[[Any], bool]
@@ -109,29 +116,50 @@ class _Algorithm(NamedTuple):
 def _tempered(config, evaluator, grammar, key) -> _Algorithm:
   cfg = hparams.from_config(smc.SMCConfig, config.smc)
   lib = evaluator.library
+  shape = (cfg.num_runs, cfg.num_particles)
 
   def metrics(info):
-    logged = dict(beta=info.beta, ess=info.ess, resampled=int(info.resampled), acceptance=info.acceptance,
-                  unique=info.unique, log_normalizer=info.log_normalizer, proposals=info.proposals, fits=info.fits,
-                  top_mass=next(iter(info.mass.values())))
-    shown = {"ESS": f"{info.ess:.1f}", "acc": f"{info.acceptance:.2f}", "unique": info.unique}
+    logged = dict(run=info.run, beta=info.beta, ess=info.ess, resampled=int(info.resampled),
+                  acceptance=info.acceptance, unique=info.unique, log_normalizer=info.log_normalizer,
+                  proposals=info.proposals, fits=info.fits, top_mass=next(iter(info.mass.values())),
+                  moves=info.moves)
+    shown = {"run": f"{info.run + 1}/{cfg.num_runs}", "phase": info.phase, "ESS": f"{info.ess:.1f}",
+             "acc": f"{info.acceptance:.2f}", "unique": info.unique}
+    if info.phase != "temper":
+      shown["moves"] = f"{info.moves:.2f}"
     return {}, logged, shown
 
-  def encode(state):
-    arrays = SamplerArrays.make(cfg.num_particles, state.log_weights, state.log_evidence, state.beta,
-                                state.log_normalizer)
-    return arrays, {"particles": [encode_structure(m, lib) for m in state.particles],
-                    "iteration": state.iteration, "proposals": state.proposals}
+  def encode(pooled):
+    arrays = SamplerArrays.make(shape)
+    runs = []
+    for r, state in enumerate(pooled.runs):
+      arrays.log_weights[r], arrays.log_evidence[r] = state.log_weights, state.log_evidence
+      arrays.beta[r], arrays.log_normalizer[r] = state.beta, state.log_normalizer
+      runs.append({"particles": [encode_structure(m, lib) for m in state.particles], "iteration": state.iteration,
+                   "proposals": state.proposals, "sweeps": state.sweeps, "moves": state.moves,
+                   "elites": None if state.elites is None else [encode_structure(m, lib) for m in state.elites]})
+    return arrays, {"runs": runs}
 
   def decode(arrays, s):
-    return smc.SMCState(tuple(decode_structure(p, lib) for p in s["particles"]),
-                        np.array(arrays.log_weights, np.float64), np.array(arrays.log_evidence, np.float64),
-                        float(arrays.beta), float(arrays.log_normalizer), int(s["iteration"]), int(s["proposals"]))
+    runs = []
+    for r, d in enumerate(s["runs"]):
+      elites = None if d["elites"] is None else tuple(decode_structure(p, lib) for p in d["elites"])
+      runs.append(smc.SMCState(
+          tuple(decode_structure(p, lib) for p in d["particles"]), np.array(arrays.log_weights[r], np.float64),
+          np.array(arrays.log_evidence[r], np.float64), float(arrays.beta[r]), float(arrays.log_normalizer[r]),
+          int(d["iteration"]), int(d["proposals"]), elites, int(d["sweeps"]), float(d["moves"])))
+    return smc.PooledState(tuple(runs))
+
+  def fraction(pooled):
+    if not pooled.runs:
+      return 0.0
+    last = pooled.runs[-1]
+    return (len(pooled.runs) - 1 + (0.9 * last.beta if last.elites is None else 1.0)) / cfg.num_runs
 
   return _Algorithm(
-      num_particles=cfg.num_particles,
-      run=lambda state, cb: smc.run(key, evaluator, grammar, cfg, state=state, callback=cb),
-      fraction=lambda state: state.beta, finished=lambda state: state.beta >= 1.0,
+      num_particles=cfg.num_particles, template=lambda: SamplerArrays.make(shape),
+      run=lambda state, cb: smc.run_pooled(key, evaluator, grammar, cfg, state=state, callback=cb),
+      fraction=fraction, finished=lambda pooled: smc.pooled_finished(pooled, cfg),
       metrics=metrics, encode=encode, decode=decode)
 
 
@@ -167,7 +195,7 @@ def _evidence_weighted(config, task, evaluator, grammar, key) -> _Algorithm:
                                    max_terms=config.smc.max_terms, state=state, callback=cb)
 
   return _Algorithm(
-      num_particles=rcfg.num_particles, run=run, fraction=lambda state: state.iteration / rcfg.iterations,
+      num_particles=rcfg.num_particles, template=lambda: SamplerArrays.make(rcfg.num_particles), run=run, fraction=lambda state: state.iteration / rcfg.iterations,
       finished=lambda state: state.iteration >= rcfg.iterations, metrics=metrics, encode=encode, decode=decode)
 
 
@@ -204,36 +232,97 @@ def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional
     d["elapsed_s"] = elapsed0 + time.perf_counter() - t0
     d.update({k: v for k, v in extras.items() if k != "beta"})
     diagnostics.append(d)
-    ctx.writer.log(state.iteration, **logged)
-    _progress(config.task, t0, state.iteration, alg.fraction(state), shown, info.fits)
+    count = len(diagnostics)  # the checkpoint step: one per callback, across runs and phases
+    ctx.writer.log(count, **logged)
+    _progress(config.task, t0, info.iteration, alg.fraction(state), shown, info.fits)
     state_arrays, sampler_meta = alg.encode(state)
     meta_out = {"stage": "sampler", "diagnostics": diagnostics, "elapsed": d["elapsed_s"], "library": list(lib.keys),
                 "evaluator": evaluator.state_dict(), "sampler": sampler_meta}
-    ctx.save(state.iteration, state_arrays, meta_out, force=alg.finished(state))
+    ctx.save(count, state_arrays, meta_out, force=alg.finished(state))
 
   final = alg.run(state, callback)
+  runs = ()
   if config.algorithm == "tempered":
-    mass = smc.posterior_mass(final.particles, final.log_weights, evaluator.key)
-    beta, log_normalizer, rejections = final.beta, final.log_normalizer, {}
+    mass = smc.pooled_mass(final.runs, evaluator.key)
+    beta = min(s.beta for s in final.runs)
+    log_normalizer, rejections = smc.pooled_log_normalizer(final.runs), {}
+    runs = tuple(run_summary(s, evaluator) for s in final.runs)
+    particles = tuple(m for s in final.runs for m in s.particles)
+    iterations = sum(s.iteration for s in final.runs)
+    proposals = sum(s.proposals for s in final.runs)
   else:
+    particles, iterations, proposals = final.particles, final.iteration, final.proposals
     mass = smc.posterior_mass(final.particles, final.log_evidence / config.reference.temperature, evaluator.key)
     beta, log_normalizer, rejections = 1.0, float("nan"), final.rejections
     counter = llm_lib.RejectionCounter(rejections)
     if counter.total:
       logging.log(logging.WARNING if counter.total >= final.proposals else logging.INFO, "[model_smc %s] %s",
                   config.task, counter.summary(final.proposals))
-  visited = None
-  if config.algorithm == "tempered":  # before the baselines add their own structures to the cache
-    v = visited_posterior(config, evaluator)
-    visited = {"num_structures": len(v), "mass": dict(list(v.items())[:50]), "order": list(v)}
   health = evaluator.fit_health()
   logging.info("[model_smc %s] %d of %d restarts never finite; %d structures failed with every restart "
                "non-finite", config.task, health["nonfinite_restarts"], health["structures"] * health["restarts_per_fit"],
                health["failed_all_restarts_nonfinite"])
-  return Sampled(particles=final.particles, mass=mass, iterations=final.iteration, beta=beta,
-                 log_normalizer=log_normalizer, proposals=final.proposals, diagnostics=diagnostics,
+  return Sampled(particles=particles, mass=mass, iterations=iterations, beta=beta,
+                 log_normalizer=log_normalizer, proposals=proposals, diagnostics=diagnostics,
                  elapsed=elapsed0 + time.perf_counter() - t0, rejections=rejections, fits=evaluator.num_fits,
-                 visited=visited, fitted=tuple(evaluator.cache), fit_health=health)
+                 fitted=tuple(evaluator.cache), fit_health=health, runs=runs)
+
+
+def run_summary(state: smc.SMCState, evaluator) -> dict:
+  """One run of the pooled sampler, for results.json (its whole particle mass: the TV needs it)."""
+  mass = smc.posterior_mass(state.particles, state.log_weights, evaluator.key)
+  return {"mass": mass, "iterations": state.iteration, "proposals": state.proposals, "final_sweeps": state.sweeps,
+          "moves_per_particle": state.moves, "log_normalizer": state.log_normalizer,
+          "num_elites": len(state.elites or ())}
+
+
+# A mixing check passes when the pooled particle mass is within this total variation of the visited-set posterior
+# (and every run has the same top structure): a reporting threshold, not a hyperparameter of the sampler.
+TV_PASS = 0.1
+
+
+def visited_summary(config, evaluator) -> dict:
+  """The visited-set posterior over every structure fitted so far (the baselines' included)."""
+  v = visited_posterior(config, evaluator)
+  return {"num_structures": len(v), "mass": dict(list(v.items())[:50]), "order": list(v)}
+
+
+def mixing_check(config, evaluator, sampled: Sampled, hill: Optional[dict]) -> dict:
+  """Do the particles agree with ``p(m) Z(m)`` over the visited set, and the runs with each other?
+
+  The visited set is every structure the evaluator fitted -- the sampler's
+  and hill climbing's -- so a better structure that only hill climbing found
+  counts against the sampler. Returns total variations (pooled and per run),
+  each run's top structure and the pooled top's mass in each run, whether
+  the runs agree, whether hill climbing's structure is in the sampler's own
+  visited set, and ``passed`` (pooled TV < :data:`TV_PASS` and agreement).
+  """
+  v = visited_posterior(config, evaluator)
+  per_run = [r["mass"] for r in sampled.runs] or [sampled.mass]
+  tops = [next(iter(m)) for m in per_run]
+  top = next(iter(sampled.mass))
+  top_masses = [float(m.get(top, 0.0)) for m in per_run]
+  out = {
+      "num_runs": len(per_run), "num_structures": len(v),
+      "total_variation": smc.total_variation(sampled.mass, v),
+      "total_variation_runs": [smc.total_variation(m, v) for m in per_run],
+      "top_runs": tops, "agree": len(set(tops)) == 1, "top": top, "top_mass_runs": top_masses,
+      "top_mass_spread": float(np.std(top_masses, ddof=1)) if len(top_masses) > 1 else 0.0,
+      "visited_top": next(iter(v)), "visited_top_mass": float(next(iter(v.values()))), "threshold": TV_PASS,
+  }
+  out["passed"] = bool(out["total_variation"] < TV_PASS and out["agree"])
+  if hill is not None:
+    k_all = len(evaluator.library)
+    prior = lambda m: st.log_prior(m, k_all, p_include=config.smc.p_include, max_terms=config.smc.max_terms)  # noqa: E731
+    h = hill["structure"]
+    h_key = evaluator.key(h)
+    best = max((evaluator.cache[k].log_evidence + prior(st.from_key(k, evaluator.library))
+                for k in sampled.fitted if k in evaluator.cache), default=-math.inf)
+    h_joint = float(evaluator.record(h).log_evidence + prior(h))
+    out["hill_climb"] = {"key": h_key, "log_joint": h_joint, "sampler_best_log_joint": best,
+                         "in_sampler_visited": h_key in set(sampled.fitted),
+                         "sampler_found_better_or_equal": bool(best >= h_joint - 1e-9)}
+  return out
 
 
 def proposer(config, task, evaluator, grammar):

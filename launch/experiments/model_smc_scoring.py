@@ -65,11 +65,16 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
               "log_normalizer": report.finite_or_text(sampled.log_normalizer), "proposals": sampled.proposals,
               "fits": sampled.fits, "wall_time_s": sampled.elapsed, "rejections": sampled.rejections,
               "top": top_rows, "mixture": {k: v for k, v in mixture.items() if k != "per_structure"},
+              "runs": [{**{k: v for k, v in r.items() if k != "mass"},
+                        "mass": dict(list(r["mass"].items())[:config.predictive.top_k])} for r in sampled.runs],
               "diagnostics": sampled.diagnostics},
       "fit_health": sampled.fit_health,
       "init_scale": task.spec.init_scale,
       "comparison": {},
   }
+  if sampled.mixing is not None:
+    results["mixing"] = sampled.mixing
+    results["total_variation"] = sampled.mixing["total_variation"]
   results["comparison"]["ModelSMC (posterior mixture)"] = pick(mixture)
   if top_rows:
     results["comparison"]["ModelSMC (top structure)"] = pick(top_rows[0])

@@ -19,6 +19,27 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
      proposal ``q`` and acceptance
      ``min(1, p(m') Z(m')^beta q(m | m') / (p(m) Z(m)^beta q(m' | m)))``.
 
+3. at ``beta = 1`` (a reconstruction: the paper's sampler has no such phase;
+   added because on the pelts the particle masses disagreed with ``p(m) Z(m)``
+   over the visited structures, i.e. the particles had not mixed):
+
+   * ``local_search``: steepest ascent of ``log p(m) + log Z(m)`` over the
+     full single-edit neighbourhood, from the run's best distinct particles;
+     the ``num_elites`` best structures the run has seen (particles and
+     searched neighbourhoods) become a fixed *elite set* ``E``;
+   * rejuvenation sweeps at ``beta = 1`` until the acceptance-weighted move
+     count (the sum over sweeps of the mean acceptance probability of moves
+     that change the structure) reaches ``final_moves`` per particle, or
+     ``final_max_sweeps`` sweeps. Their proposal is the mixture
+     ``(1 - eps) q(m' | m) + eps 1[m' in E] / |E|`` with ``eps = elite_prob``:
+     ``E`` is fixed before these sweeps and the mixture's density is exact, so
+     the kernel stays invariant for ``p(m | x)``, and particles in one mode
+     jump to another (an MH independence component restricted to ``E``).
+
+Independent runs (``num_runs``, each with its own key, particles and elite
+set) are pooled with equal weight per run (:func:`run_pooled`,
+:func:`pooled_mass`); their spread is the multi-run check of mixing.
+
 The structures are discrete Python objects, so this loop runs on the host;
 each sweep's new structures are fitted together by one jitted, vmapped call
 (:class:`methods.model_smc.evaluator.Evaluator`), and the weight algebra is
@@ -64,10 +85,26 @@ class SMCConfig(hparams.Hyperparameters):
   max_terms: int = hparams.field(3, "Most terms per equation.", low=1)
   move_probs: tuple[float, ...] = hparams.field(
       (0.3, 0.3, 0.2, 0.2), "Probabilities of the grammar's moves: add, remove, replace, operator.", low=0)
+  num_runs: int = hparams.field(1, "Independent SMC runs, pooled with equal weight (their spread is reported).",
+                                low=1)
+  local_search: int = hparams.field(
+      2, "At beta = 1: steepest-ascent searches of log p(m) Z(m) from this many best distinct particles.", low=0)
+  local_search_steps: int = hparams.field(10, "Most ascent steps of each local search.", low=1)
+  num_elites: int = hparams.field(8, "Size of the elite set E (best structures a run has seen at beta = 1).",
+                                  low=0)
+  elite_prob: float = hparams.field(0.2, "eps: probability that a final sweep proposes a uniform elite.", low=0,
+                                    high=1, high_open=True)
+  final_moves: float = hparams.field(
+      2.0, "Final sweeps at beta = 1 until the acceptance-weighted move count per particle reaches this.", low=0)
+  final_max_sweeps: int = hparams.field(20, "Cap on the final sweeps at beta = 1.", low=0)
 
   def checks(self):
     if len(self.move_probs) != 4 or sum(self.move_probs) <= 0:
       yield "move_probs", "four non-negative probabilities (add, remove, replace, operator) with a positive sum"
+    if self.elite_prob > 0 and self.num_elites < 2:
+      yield "num_elites", f"elite jumps (elite_prob={self.elite_prob}) need num_elites >= 2 (or elite_prob=0)"
+    if self.final_moves > 0 and self.final_max_sweeps < 1:
+      yield "final_max_sweeps", f"final_moves={self.final_moves} needs final_max_sweeps >= 1 (or final_moves=0)"
 
 
 class SMCState(NamedTuple):
@@ -80,7 +117,12 @@ class SMCState(NamedTuple):
     beta: current inverse temperature.
     log_normalizer: running estimate of ``log sum_m p(m) Z(m)^beta``.
     iteration: tempering steps done.
-    proposals: structures proposed so far (the ``N`` initial draws included).
+    proposals: structures proposed so far (the ``N`` initial draws and the
+      local search's neighbourhoods included).
+    elites: the elite set ``E`` once the local search at ``beta = 1`` is
+      done (``None`` before).
+    sweeps: final sweeps done at ``beta = 1``.
+    moves: acceptance-weighted moves per particle of those sweeps.
   """
 
   particles: tuple[st.Structure, ...]
@@ -90,6 +132,9 @@ class SMCState(NamedTuple):
   log_normalizer: float
   iteration: int
   proposals: int
+  elites: Optional[tuple[st.Structure, ...]] = None
+  sweeps: int = 0
+  moves: float = 0.0
 
 
 class StepInfo(NamedTuple):
@@ -105,6 +150,9 @@ class StepInfo(NamedTuple):
   proposals: int
   fits: int
   mass: dict
+  run: int = 0  # the run of run_pooled
+  phase: str = "temper"  # temper | search | final
+  moves: float = 0.0  # acceptance-weighted moves per particle at beta = 1 so far
 
 
 @functools.partial(jax.jit, static_argnames=("rho",))
@@ -156,30 +204,62 @@ def _log_accept(beta, lz_new, lz_old, lp_new, lp_old, lq_rev, lq_fwd) -> float:
   return like + (lp_new - lp_old) + (lq_rev - lq_fwd)
 
 
+def _log_prior_fn(evaluator: Evaluator, cfg: SMCConfig) -> Callable[[st.Structure], float]:
+  return functools.partial(st.log_prior, num_bodies=len(evaluator.library), p_include=cfg.p_include,
+                           max_terms=cfg.max_terms)
+
+
+def _log_q(grammar: GrammarProposal, to: st.Structure, frm: st.Structure, elites: frozenset,
+           num_elites: int, eps: float) -> float:
+  """``log q(to | frm)`` of the mixture ``(1 - eps) q_grammar + eps Uniform(E)``."""
+  lq = grammar.log_prob(to, frm)
+  if eps <= 0 or not num_elites:
+    return lq
+  q = (1 - eps) * (math.exp(lq) if lq > -math.inf else 0.0) + (eps / num_elites if to in elites else 0.0)
+  return math.log(q) if q > 0 else -math.inf
+
+
 def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator,
-             grammar: GrammarProposal, cfg: SMCConfig):
+             grammar: GrammarProposal, cfg: SMCConfig, elites: tuple[st.Structure, ...] = ()):
   """One Metropolis-Hastings move per particle, invariant for ``pi_beta``.
 
+  Args:
+    elites: a fixed elite set ``E``; with it (and ``cfg.elite_prob > 0``)
+      the proposal is the mixture ``(1 - eps) q + eps Uniform(E)``, whose
+      density enters the ratio exactly.
+
   Returns:
-    ``(particles, log_z, accepted [N] bool)``.
+    ``(particles, log_z, accepted [N] bool, acceptance [N])``: the
+    acceptance probability of each proposal that changes the structure (0
+    for the others).
   """
   n = len(particles)
-  k_prop, k_acc = jax.random.split(key)
+  # Three split keys: fold_in(key, 1) would equal split(key)[1], i.e. reuse the acceptance uniforms.
+  k_prop, k_acc, k_mix = jax.random.split(key, 3)
   u = np.asarray(jax.random.uniform(k_prop, (n,)), np.float64)
   log_v = np.log(np.asarray(jax.random.uniform(k_acc, (n,)), np.float64))
-  proposed = [grammar.sample(m, ui) for m, ui in zip(particles, u)]
+  eps = cfg.elite_prob if elites else 0.0
+  if eps > 0:
+    u_mix = np.asarray(jax.random.uniform(k_mix, (n,)), np.float64)
+    proposed = [elites[min(int(ui * len(elites)), len(elites) - 1)] if um < eps else grammar.sample(m, ui)
+                for m, ui, um in zip(particles, u, u_mix)]
+  else:
+    proposed = [grammar.sample(m, ui) for m, ui in zip(particles, u)]
   lz_prop = evaluator.evaluate(proposed)
-  k_all = len(evaluator.library)
-  prior = functools.partial(st.log_prior, num_bodies=k_all, p_include=cfg.p_include, max_terms=cfg.max_terms)
+  prior = _log_prior_fn(evaluator, cfg)
+  elite_set = frozenset(elites)
   out_p, out_z, accepted = list(particles), np.array(log_z, np.float64), np.zeros(n, bool)
+  prob = np.zeros(n)
   for i, (m, m2) in enumerate(zip(particles, proposed)):
     if m2 == m:
       continue
     log_a = _log_accept(beta, lz_prop[i], log_z[i], prior(m2), prior(m),
-                        grammar.log_prob(m, m2), grammar.log_prob(m2, m))
+                        _log_q(grammar, m, m2, elite_set, len(elites), eps),
+                        _log_q(grammar, m2, m, elite_set, len(elites), eps))
+    prob[i] = math.exp(min(log_a, 0.0))
     if log_v[i] < log_a:
       out_p[i], out_z[i], accepted[i] = m2, lz_prop[i], True
-  return tuple(out_p), out_z, accepted
+  return tuple(out_p), out_z, accepted, prob
 
 
 def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal,
@@ -205,11 +285,12 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
     log_w = np.zeros(n)
   accepted = 0
   for j in range(cfg.mcmc_steps):
-    particles, log_z, acc = mh_sweep(jax.random.fold_in(k_mh, j), particles, log_z, new_beta,
-                                     evaluator, grammar, cfg)
+    particles, log_z, acc, _ = mh_sweep(jax.random.fold_in(k_mh, j), particles, log_z, new_beta,
+                                        evaluator, grammar, cfg)
     accepted += int(acc.sum())
   proposals = state.proposals + n * cfg.mcmc_steps
-  new = SMCState(particles, log_w, log_z, new_beta, log_norm, state.iteration + 1, proposals)
+  new = state._replace(particles=particles, log_weights=log_w, log_evidence=log_z, beta=new_beta,
+                       log_normalizer=log_norm, iteration=state.iteration + 1, proposals=proposals)
   info = StepInfo(
       iteration=new.iteration,
       beta=new_beta,
@@ -225,14 +306,83 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
   return new, info
 
 
+def local_search(state: SMCState, evaluator: Evaluator, grammar: GrammarProposal,
+                 cfg: SMCConfig) -> tuple[SMCState, StepInfo]:
+  """Steepest ascent from the best particles; fixes the elite set ``E``.
+
+  From each of the ``cfg.local_search`` best distinct particles (by
+  ``log p(m) + log Z(m)``), every single-edit neighbour is fitted and the
+  search moves to the best one while it improves, for at most
+  ``cfg.local_search_steps`` steps. ``E`` is the ``cfg.num_elites`` best
+  structures among the particles and every searched neighbour (this run's
+  own, so independent runs stay independent). Particles and weights are
+  unchanged.
+  """
+  prior = _log_prior_fn(evaluator, cfg)
+  seen = {}  # key -> (structure, log p + log Z)
+  for m, lz in zip(state.particles, state.log_evidence):
+    if math.isfinite(lz):
+      seen.setdefault(evaluator.key(m), (m, prior(m) + float(lz)))
+  starts = sorted(seen.values(), key=lambda v: -v[1])[:cfg.local_search]
+  proposals = 0
+  for m, score in starts:
+    for _ in range(cfg.local_search_steps):
+      nbrs = grammar.distribution(m)[0]
+      if not nbrs:
+        break
+      proposals += len(nbrs)
+      joint = [prior(m2) + z for m2, z in zip(nbrs, evaluator.evaluate(nbrs))]
+      for m2, j in zip(nbrs, joint):
+        if math.isfinite(j):
+          seen.setdefault(evaluator.key(m2), (m2, j))
+      best = int(np.argmax(joint))
+      if not joint[best] > score:
+        break
+      m, score = nbrs[best], joint[best]
+  elites = tuple(m for m, _ in sorted(seen.values(), key=lambda v: -v[1])[:cfg.num_elites])
+  new = state._replace(elites=elites, proposals=state.proposals + proposals)
+  return new, _final_info(new, evaluator, "search", acceptance=0.0)
+
+
+def _final_info(state: SMCState, evaluator: Evaluator, phase: str, acceptance: float) -> StepInfo:
+  return StepInfo(
+      iteration=state.iteration, beta=state.beta, ess=float(smc_math.ess(jnp.asarray(state.log_weights,
+                                                                                     jnp.float32))),
+      resampled=False, acceptance=acceptance, unique=len({evaluator.key(m) for m in state.particles}),
+      log_normalizer=state.log_normalizer, proposals=state.proposals, fits=evaluator.num_fits,
+      mass=posterior_mass(state.particles, state.log_weights, evaluator.key), phase=phase, moves=state.moves)
+
+
+def final_sweep(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal,
+                cfg: SMCConfig) -> tuple[SMCState, StepInfo]:
+  """One rejuvenation sweep at ``beta = 1`` with the elite mixture proposal."""
+  particles, log_z, acc, prob = mh_sweep(key, state.particles, state.log_evidence, 1.0, evaluator, grammar, cfg,
+                                         elites=state.elites or ())
+  n = len(particles)
+  new = state._replace(particles=particles, log_evidence=log_z, sweeps=state.sweeps + 1,
+                       moves=state.moves + float(prob.sum()) / n, proposals=state.proposals + n)
+  return new, _final_info(new, evaluator, "final", acceptance=float(acc.mean()))
+
+
+def finished(state: SMCState, cfg: SMCConfig) -> bool:
+  """``beta = 1``, the local search done and the final sweeps' target (or cap) reached."""
+  return (state.beta >= 1.0 and state.elites is not None
+          and (state.moves >= cfg.final_moves or state.sweeps >= cfg.final_max_sweeps))
+
+
+_FINAL_STREAM = 2**31 - 1  # fold_in data of the final sweeps' keys (tempering steps use 1, 2, ...)
+_RUN_STREAM = 2**30  # run r > 0 of run_pooled uses fold_in(key, _RUN_STREAM + r)
+
+
 def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMCConfig, *,
         state: Optional[SMCState] = None,
         callback: Optional[Callable[[SMCState, StepInfo], None]] = None) -> SMCState:
-  """Runs (or resumes) tempered SMC until ``beta = 1``.
+  """Runs (or resumes) tempered SMC until ``beta = 1``, then the local search and final sweeps.
 
   Args:
     key: base key; initial draws use ``fold_in(key, 0)``, step ``t`` uses
-      ``fold_in(key, t)``, so a resumed run repeats an uninterrupted one.
+      ``fold_in(key, t)``, final sweep ``s`` ``fold_in(fold_in(key, 2^31 - 1), s)``,
+      so a resumed run repeats an uninterrupted one.
     evaluator: evidence of structures.
     grammar: the exact-density proposal.
     cfg: settings.
@@ -251,4 +401,72 @@ def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMC
     state, info = step(state, jax.random.fold_in(key, state.iteration + 1), evaluator, grammar, cfg)
     if callback is not None:
       callback(state, info)
+  if state.elites is None:
+    state, info = local_search(state, evaluator, grammar, cfg)
+    if callback is not None:
+      callback(state, info)
+  final_key = jax.random.fold_in(key, _FINAL_STREAM)
+  while not finished(state, cfg):
+    state, info = final_sweep(state, jax.random.fold_in(final_key, state.sweeps), evaluator, grammar, cfg)
+    if callback is not None:
+      callback(state, info)
   return state
+
+
+class PooledState(NamedTuple):
+  """Independent runs of :func:`run_pooled`: the finished ones, then the one in progress."""
+
+  runs: tuple[SMCState, ...]
+
+
+def run_key(key: jax.Array, r: int) -> jax.Array:
+  """The key of run ``r`` (run 0 is :func:`run` with ``key`` itself)."""
+  return key if r == 0 else jax.random.fold_in(key, _RUN_STREAM + r)
+
+
+def pooled_finished(state: PooledState, cfg: SMCConfig) -> bool:
+  return len(state.runs) == cfg.num_runs and finished(state.runs[-1], cfg)
+
+
+def run_pooled(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMCConfig, *,
+               state: Optional[PooledState] = None,
+               callback: Optional[Callable[[PooledState, StepInfo], None]] = None) -> PooledState:
+  """``cfg.num_runs`` independent runs of :func:`run` (resumable; one evaluator cache).
+
+  The evaluator's cache is shared (``Z(m)`` is a deterministic function of
+  ``m``), which saves fits but does not couple the runs: each run's
+  particles, weights and elite set depend on its own key only.
+  """
+  runs = list(state.runs) if state is not None else []
+  for r in range(cfg.num_runs):
+    if r < len(runs) and finished(runs[r], cfg):
+      continue
+    done = tuple(runs[:r])
+
+    def cb(s, info, done=done, r=r):
+      if callback is not None:
+        callback(PooledState(done + (s,)), info._replace(run=r))
+
+    runs[r:] = [run(run_key(key, r), evaluator, grammar, cfg, state=runs[r] if r < len(runs) else None,
+                    callback=cb)]
+  return PooledState(tuple(runs))
+
+
+def pooled_mass(runs, key_fn: Callable) -> dict:
+  """Equal-weight average of the runs' :func:`posterior_mass`, largest first."""
+  total = collections.defaultdict(float)
+  for s in runs:
+    for k, v in posterior_mass(s.particles, s.log_weights, key_fn).items():
+      total[k] += v / len(runs)
+  return dict(sorted(total.items(), key=lambda kv: -kv[1]))
+
+
+def pooled_log_normalizer(runs) -> float:
+  """``log`` of the mean of the runs' normaliser estimates (each unbiased for ``sum_m p(m) Z(m)``)."""
+  z = np.array([s.log_normalizer for s in runs], np.float64)
+  return float(np.logaddexp.reduce(z) - math.log(len(z)))
+
+
+def total_variation(p: dict, q: dict) -> float:
+  """``0.5 sum_m |p(m) - q(m)|`` over the union of the keys (a missing key has mass 0)."""
+  return 0.5 * float(sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q)))
