@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from methods import varde
+from methods.varde import baselines
 from methods.varde import elimination
 
 
@@ -276,3 +277,75 @@ def test_ttts_plays_a_confident_leader_with_probability_beta():
   assert abs(freq - 0.5) < 3 * math.sqrt(0.25 / n), freq
   # The challenger is never the leader when the posterior is this confident.
   assert set(np.unique(np.asarray(picks))) <= {0, 1, 2}
+
+
+def _old_ttts_challenger(key, mean, sd, leader, max_resamples=8):
+  """The challenger as first written: a [R, K] draw and one argmax per sample."""
+  k = mean.shape[0]
+  thetas = mean[None] + sd[None] * jax.random.normal(key, (max_resamples, k))
+  challengers = jnp.argmax(thetas, axis=-1)
+  ok = challengers != leader
+  runner_up = jnp.argmax(jnp.where(jnp.arange(k) == leader, -jnp.inf, thetas[-1]))
+  return jnp.where(jnp.any(ok), challengers[jnp.argmax(ok)], runner_up)
+
+
+def test_ttts_challenger_is_bit_identical_to_the_per_sample_argmax_rule():
+  rng = np.random.default_rng(0)
+  for k in (3, 10, 15):
+    mean = jnp.asarray(rng.normal(size=k), jnp.float32)
+    sd = jnp.asarray(rng.uniform(0.05, 2.0, size=k), jnp.float32)
+    for leader in (0, k // 2, k - 1):
+      keys = jax.random.split(jax.random.key(k + leader), 2000)
+      new = jax.vmap(lambda kk: baselines.ttts_challenger(kk, mean, sd, jnp.asarray(leader)))(keys)
+      old = jax.vmap(lambda kk: _old_ttts_challenger(kk, mean, sd, jnp.asarray(leader)))(keys)
+      np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
+      assert not np.any(np.asarray(new) == leader)
+
+
+def _truncated_loop_reference(rng, mean, sd, leader, n, max_resamples=8):
+  """NumPy: resample until the argmax differs from the leader, else the last runner-up."""
+  out = np.empty(n, np.int64)
+  for i in range(n):
+    for _ in range(max_resamples):
+      theta = mean + sd * rng.standard_normal(len(mean))
+      j = int(np.argmax(theta))
+      if j != leader:
+        break
+    else:
+      theta[leader] = -np.inf
+      j = int(np.argmax(theta))
+    out[i] = j
+  return out
+
+
+@pytest.mark.parametrize(
+    "mean, sd, leader",
+    [
+        # A weak leader: truncation is negligible (P(argmax = 0) ~ 0.35, 0.35^8 < 1e-3),
+        # so the challenger is the argmax of a sample conditioned on not being the leader.
+        ([0.3, 0.25, 0.2, 0.1], [0.2, 0.2, 0.3, 0.4], 0),
+        # A confident leader (P(argmax = 1) ~ 0.8): the runner-up fallback is exercised.
+        ([0.1, 0.6, 0.3, 0.2], [0.2, 0.3, 0.3, 0.4], 1),
+    ],
+)
+def test_ttts_challenger_distribution(mean, sd, leader):
+  mean64, sd64 = np.asarray(mean), np.asarray(sd)
+  n = 20_000
+  keys = jax.random.split(jax.random.key(7), n)
+  mean32, sd32 = jnp.asarray(mean, jnp.float32), jnp.asarray(sd, jnp.float32)
+  got = np.asarray(jax.vmap(lambda kk: baselines.ttts_challenger(kk, mean32, sd32, jnp.asarray(leader)))(keys))
+  assert not np.any(got == leader)
+  rng = np.random.default_rng(0)
+  m = 20_000
+  ref = _truncated_loop_reference(rng, mean64, sd64, leader, m)
+  # The conditional argmax distribution from fresh samples (what the loop converges to).
+  theta = mean64 + sd64 * rng.standard_normal((400_000, len(mean)))
+  winners = np.argmax(theta, axis=1)
+  cond = np.bincount(winners[winners != leader], minlength=len(mean)) / np.sum(winners != leader)
+  for j in range(len(mean)):
+    p_got, p_ref = np.mean(got == j), np.mean(ref == j)
+    se = math.sqrt(p_ref * (1 - p_ref) * (1 / n + 1 / m)) + 1e-4
+    assert abs(p_got - p_ref) < 4 * se, (j, p_got, p_ref, se)
+    if leader == 0:  # truncation negligible: the conditional argmax distribution itself
+      se_c = math.sqrt(cond[j] * (1 - cond[j]) / n) + 1e-4
+      assert abs(p_got - cond[j]) < 4 * se_c, (j, p_got, cond[j], se_c)

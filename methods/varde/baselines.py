@@ -191,6 +191,45 @@ def gapev(
   )
 
 
+def ttts_challenger(
+    key: jax.Array, mean: jax.Array, sd: jax.Array, leader: jax.Array, *, max_resamples: int = 8
+) -> jax.Array:
+  """Top-two Thompson sampling's challenger for a Gaussian posterior ``N(mean, sd^2)``.
+
+  Russo's rule (COLT 2016): resample ``theta ~ N(mean, sd^2)`` until its argmax
+  differs from ``leader``, i.e. the argmax of a fresh posterior sample
+  conditioned on not being the leader. Truncated at ``max_resamples``
+  samples, drawn at once; if all of them have the leader as argmax, the
+  runner-up of the last one is taken. Never returns ``leader``.
+
+  Args:
+    key: the draw's key.
+    mean: ``[K]`` posterior means.
+    sd: ``[K]`` posterior standard deviations.
+    leader: scalar int, the arm the challenger must differ from.
+    max_resamples: the truncation.
+
+  Returns:
+    Scalar int32, the challenger.
+  """
+  num_arms = mean.shape[0]
+  # One flat draw, reshaped: the same numbers as a [max_resamples, K] draw
+  # (threefry's counters are the row-major flat indices), but XLA:CPU
+  # generates a 1-D draw several times faster.
+  z = jax.random.normal(key, (max_resamples * num_arms,)).reshape(max_resamples, num_arms)
+  thetas = mean[None] + sd[None] * z
+  # A sample's argmax is not the leader iff some arm beats the leader's value
+  # (ties go to the lower index, as in ``argmax``): no per-sample argmax.
+  arms = jnp.arange(num_arms)
+  lead_value = thetas[:, leader][:, None]
+  beats = jnp.where((arms < leader)[None], thetas >= lead_value, thetas > lead_value)
+  ok = jnp.any(beats, axis=-1)  # [max_resamples]
+  # The first accepted sample's argmax, else the runner-up of the last sample
+  # (masking the leader does not change the argmax of an accepted sample).
+  row = jnp.where(jnp.any(ok), jnp.argmax(ok), max_resamples - 1)
+  return jnp.argmax(jnp.where(arms == leader, -jnp.inf, thetas[row])).astype(jnp.int32)
+
+
 def ttts(
     *,
     num_arms: int,
@@ -200,11 +239,10 @@ def ttts(
     var_floor: float = 0.01,
     max_resamples: int = 8,
 ) -> core.BAIAlgorithm:
-  """Top-two Thompson sampling with a Gaussian posterior.
+  """Top-two Thompson sampling with a Gaussian posterior ``N(mu_k, s_k^2 / N_k)``.
 
-  The challenger is resampled up to ``max_resamples`` times until its argmax
-  differs from the leader (Russo's rule); if none does, the runner-up of the
-  last posterior sample is taken, the usual truncation of that loop.
+  With probability ``beta`` the leader (argmax of one posterior sample) is
+  pulled, else the challenger of :func:`ttts_challenger` (Russo, COLT 2016).
   """
   del budget
   if not 0 < beta < 1:
@@ -217,23 +255,8 @@ def ttts(
     sd = jnp.minimum(sd, 1e6)
     k_lead, k_coin, k_chal = jax.random.split(key, 3)
     theta = stats.mean + sd * jax.random.normal(k_lead, (num_arms,))
-    leader = jnp.argmax(theta)
-    # One flat draw, reshaped: the same numbers as a [max_resamples, K] draw
-    # (threefry's counters are the row-major flat indices), but XLA:CPU
-    # generates a 1-D draw several times faster.
-    z = jax.random.normal(k_chal, (max_resamples * num_arms,)).reshape(max_resamples, num_arms)
-    thetas = stats.mean[None] + sd[None] * z
-    # Sample r's argmax is not the leader iff some arm beats the leader's value
-    # (ties go to the lower index, as in ``argmax``): no per-sample argmax.
-    arms = jnp.arange(num_arms)
-    lead_value = thetas[:, leader][:, None]
-    beats = jnp.where((arms < leader)[None], thetas >= lead_value, thetas > lead_value)
-    ok = jnp.any(beats, axis=-1)  # [max_resamples]
-    # The first such sample's argmax; if there is none, the runner-up of the
-    # last sample (masking the leader does not change the argmax of an
-    # accepted sample).
-    row = jnp.where(jnp.any(ok), jnp.argmax(ok), max_resamples - 1)
-    challenger = jnp.argmax(jnp.where(arms == leader, -jnp.inf, thetas[row]))
+    leader = jnp.argmax(theta).astype(jnp.int32)
+    challenger = ttts_challenger(k_chal, stats.mean, sd, leader, max_resamples=max_resamples)
     return jnp.where(jax.random.uniform(k_coin) < beta, leader, challenger)
 
   return _index_algorithm(num_arms, warm_start, rule)
