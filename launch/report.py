@@ -39,6 +39,7 @@ REPORTS = {
     "model_smc_flu": ("model_smc", "cpu,task=flu", ("predictive_bands", "posterior_mass")),
     "reg_cpu": ("reg", "cpu", ("learning_curves",)),
     "flow_matching_cpu": ("flow_matching", "cpu", ("sample_grid", "t_split_curves", "data_reduction")),
+    "flow_matching_mnist5k": ("flow_matching", "smoke,dataset=mnist5k,reduction=0", ("sample_grid",)),
     "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("statistics", "graphs")),
 }
 

@@ -46,18 +46,23 @@ def test_config_errors_are_named():
   config.sampler.t_split = -0.1
   config.train_steps = 0
   config.sampler.steps = 0
+  config.sampler.solver = "rk4"
+  config.coarse_t_max = 0.0
   with pytest.raises(config_schema.ConfigError) as e:
     runner.validate(config)
   msg = str(e.value)
+  assert "'sampler.solver': 'rk4' is not allowed" in msg and "dopri5" in msg
   for key in ("stability_fractions", "reduction_fractions", "t_splits", "sampler.t_split", "train_steps",
-              "sampler.steps"):
+              "sampler.steps", "coarse_t_max"):
     assert f"'{key}'" in msg, key
   config = fm_config.get_config("smoke")
   config.train_steps = 250
+  config.coarse_steps = 150
   config.large.heads = 5
   with pytest.raises(config_schema.ConfigError) as e:
     runner.validate(config)
   assert "'train_steps': 250 is not a multiple of chunk_steps=100" in str(e.value)
+  assert "'coarse_steps': 150 is not a multiple" in str(e.value)
   assert "'large.heads'" in str(e.value)
   config = fm_config.get_config("smoke")
   config.large.widht = 3
@@ -83,7 +88,7 @@ def _launch(work, data_dir, env):
   cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/flow_matching.py:smoke", f"--workdir={work}",
          "--cpu_devices=2", f"--config.data_dir={data_dir}", "--config.train_steps=200",
          "--config.chunk_steps=50", "--config.reduction_seeds=0", "--config.t_splits=(0.0,0.7,1.0)",
-         "--config.sampler.steps=10", "--config.timing_repeats=1"]
+         "--config.sampler.steps=10", "--config.timing_repeats=1", "--config.bootstrap=50"]
   return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -116,15 +121,20 @@ def test_smoke_run_results_stability_and_endpoints(smoke_run):
   assert s["latent_rel_l2"] < 0.5 * s["latent_rel_l2_shuffled"] and s["psnr"] > s["psnr_shuffled"] + 5
   c2f = {r["t_split"]: r for r in res["coarse_to_fine"]}
   assert c2f[0.0]["stability_to_large"]["pixel_mse"] == 0.0 and c2f[0.0]["fid"] == q["large_s0"]["fid"]
-  assert c2f[1.0]["fid"] == q["small_s0"]["fid"] and c2f[1.0]["small_steps"] == 10
-  assert 1.0 < c2f[0.7]["speedup_grid"] < c2f[1.0]["speedup_grid"]
+  assert c2f[1.0]["fid"] == q["coarse"]["fid"] and c2f[1.0]["small_steps"] == 10
+  assert c2f[1.0]["nfe_small"] == 10 and c2f[1.0]["nfe_large"] == 0 and c2f[0.7]["nfe_small"] == 7
+  assert 1.0 < c2f[0.7]["speedup_flops"] < c2f[1.0]["speedup_flops"]
+  choice = res["c2f_choice"]  # the comparable-quality rule picks a split no later than coarse_t_max
+  assert choice["fid_se"] > 0 and choice["threshold"] == choice["fid_large"] + 2 * choice["fid_se"]
+  assert c2f[0.0]["comparable"] and choice["t_split"] in (0.0, 0.7)
+  assert c2f[choice["t_split"]]["comparable"] and choice["t_split"] <= res["coarse_t_max"]
   assert len(res["param_digest"]["large"]) == 64
   text = fm_exp.EXPERIMENT.summary(res)
   assert "large_s0 vs large_s1" in text and "t_split" in text
   md = fm_exp.EXPERIMENT.to_markdown(res)
-  assert "| t_split |" in md and "classifier test accuracy" in md
+  assert "| t_split |" in md and "classifier test accuracy" in md and "Comparable quality: FID <=" in md
   lines = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
-  assert [r["step"] for r in lines] == list(range(1, 10))  # auxiliary networks, 4 + 4 chunks
+  assert [r["step"] for r in lines] == list(range(1, 12))  # auxiliary networks, 4 + 4 + 2 chunks
 
 
 def test_nan_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
@@ -146,7 +156,7 @@ def test_nan_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
   monkeypatch.setattr(fm_exp, "chunk_fn", poisoned)
   work = str(tmp_path / "run")
   with pytest.raises(ckpt_lib.NonFiniteError) as e:
-    runner.run(_config(tmp_path), work)
+    runner.run(_config(tmp_path, **{"classifier.steps": 10, "autoencoder.steps": 10}), work)  # aux: not tested
   msg = str(e.value)
   assert "loss of model large_s0 at training step 138" in msg and "last good checkpoint (step 2) is kept" in msg
   ck = ckpt_lib.Checkpointer(os.path.join(os.path.abspath(work), "checkpoints"))
@@ -178,4 +188,4 @@ def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, smoke_run):
   assert a["param_digest"] == b["param_digest"]  # parameters bit for bit, every group
   assert a["quality"] == b["quality"] and a["reduction"] == b["reduction"]
   lines = [json.loads(x)["step"] for x in open(os.path.join(work, "metrics.jsonl"))]
-  assert lines == list(range(1, 10))  # the rewound metrics were rewritten once each
+  assert lines == list(range(1, 12))  # the rewound metrics were rewritten once each

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from methods import flow_matching as fm
+from methods.common import hparams
 from methods.flow_matching import metrics, samplers, scoring
 
 X0 = np.sin(np.arange(12, dtype=np.float32) * 1.3).reshape(4, 3)
@@ -76,10 +77,42 @@ def test_solvers_converge_at_their_order(solver, order):
   np.testing.assert_allclose(slopes, order, atol=0.15)
 
 
-def test_adaptive_diffrax_solver():
-  x1, steps = samplers.sample_adaptive(linear_field, jnp.asarray(X0), rtol=1e-6, atol=1e-6)
-  np.testing.assert_allclose(x1, exact_linear(X0), atol=1e-4)
-  assert int(steps) > 1
+def test_adaptive_diffrax_solver_matches_a_fine_heun_solve():
+  x0 = jnp.asarray(X0)
+  heun, heun_nfe = samplers.solve(linear_field, x0, fm.SamplerConfig(solver="heun", steps=1000))
+  x1, nfe = jax.jit(lambda x: samplers.solve(linear_field, x, fm.SamplerConfig(solver="dopri5", rtol=1e-6,
+                                                                             atol=1e-6)))(x0)
+  np.testing.assert_allclose(x1, heun, atol=1e-5)
+  np.testing.assert_allclose(x1, exact_linear(X0), atol=1e-5)
+  assert int(heun_nfe) == 2000 and 7 <= int(nfe) < 200 and (int(nfe) - 1) % 6 == 0  # 1 + 6 per attempted step
+  loose, loose_nfe = samplers.solve(linear_field, x0, fm.SamplerConfig(solver="dopri5", rtol=1e-3, atol=1e-3))
+  assert int(loose_nfe) < int(nfe) and np.max(np.abs(np.asarray(loose) - np.asarray(heun))) < 1e-2
+  # Coarse-to-fine with the adaptive solver: exact endpoints, NFE per stage.
+  other = lambda x, t: 0.5 * linear_field(x, t)  # noqa: E731
+  cfg = fm.SamplerConfig(solver="dopri5")
+  only_large, n = samplers.coarse_to_fine_solve(other, linear_field, x0, cfg, t_split=0.0, split_nfe=True)
+  np.testing.assert_array_equal(only_large, samplers.solve(linear_field, x0, cfg)[0])
+  assert int(n[0]) == 0 and int(n[1]) > 0
+  only_small, n = samplers.coarse_to_fine_solve(other, linear_field, x0, cfg, t_split=1.0, split_nfe=True)
+  np.testing.assert_array_equal(only_small, samplers.solve(other, x0, cfg)[0])
+  assert int(n[1]) == 0
+  with pytest.raises(hparams.HparamError, match="solver: 'rk4' is not allowed"):
+    fm.SamplerConfig(solver="rk4")
+
+
+def test_time_restricted_training_draws_t_below_t_max(monkeypatch):
+  net, flow = fm.NetConfig(width=8, depth=1, heads=2, patch=2), fm.FlowConfig(t_max=0.25)
+  params = fm.core.init(jax.random.key(0), (4, 4, 2), net=net, flow=flow).params
+  real, seen = fm.core.make_velocity, []
+
+  def spy(n, f):
+    model, app = real(n, f)
+    return model, lambda p, x, t, y=None: (seen.append(t), app(p, x, t, y))[1]
+
+  monkeypatch.setattr(fm.core, "make_velocity", spy)
+  fm.core.loss_fn(params, jnp.ones((256, 4, 4, 2)), None, jax.random.key(1), net=net, flow=flow)
+  t = np.asarray(seen[0])
+  assert t.max() < 0.25 and t.max() > 0.2 and t.min() >= 0
 
 
 def _perturbed(net, seed, shape=(4, 4, 2)):

@@ -10,8 +10,9 @@ Exploiting Stability in Latent Flow Matching" (ICML 2026). The run:
    mesh's ``data`` axis, ``chunk_steps`` steps per jitted ``lax.scan``, each
    chunk checkpointed (global step ``1 + chunks before + chunk``):
    ``large`` (training seeds and random data fractions), ``small`` (capacity,
-   the coarse model, and ``degraded``: a deliberately bad model trained on a
-   tiny random subset) and
+   and ``degraded``: a deliberately bad model trained on a tiny random
+   subset), ``coarse`` (the first stage of coarse-to-fine sampling: the
+   ``coarse`` architecture trained on ``t ~ U[0, coarse_t_max]`` only) and
    ``reduction`` (every scoring criterion x fraction x seed; subsets chosen
    with the full-data seed-0 model and the classifier features);
 4. samples every model from identical noise and evaluates (module
@@ -73,13 +74,21 @@ class RunConfig(hparams.Hyperparameters):
   reduction_steps: int = hparams.field(1000, "Training steps of the data-reduction models.", low=1)
   reduction_arch: str = hparams.field("small", "Architecture of the data-reduction models.",
                                       choices=("small", "large"))
+  coarse_steps: int = hparams.field(4500, "Training steps of the coarse model (coarse-to-fine's first stage).",
+                                    low=1)
+  coarse_t_max: float = hparams.field(
+      0.7, "The coarse model trains on t ~ U[0, coarse_t_max] only (1: the whole path).", low=0, high=1,
+      low_open=True)
   t_splits: tuple[float, ...] = hparams.field(
-      (0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0), "Coarse-to-fine split times.", low=0, high=1, nonempty=True)
+      (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0), "Coarse-to-fine split times.", low=0, high=1, nonempty=True)
+  comparable_se: float = hparams.field(
+      2.0, "Comparable quality: coarse-to-fine FID <= the large model's FID + this many bootstrap SEs.", low=0)
+  bootstrap: int = hparams.field(200, "Bootstrap resamples of a generated set (standard error of its FID).", low=2)
   timing_repeats: int = hparams.field(3, "Wall-clock timings per t_split (best is kept).", low=1)
   grid_columns: int = hparams.field(10, "Noises shown per model in the sample grid.", low=1, high=64)
 
   def checks(self):
-    for name in ("train_steps", "reduction_steps"):
+    for name in ("train_steps", "reduction_steps", "coarse_steps"):
       if getattr(self, name) % self.chunk_steps:
         yield name, f"{getattr(self, name)} is not a multiple of chunk_steps={self.chunk_steps}"
     if self.reduction_seeds and not self.reduction_criteria:
@@ -125,12 +134,16 @@ def groups_of(rc: RunConfig) -> list[Group]:
   large += [Member(member_name("large", f, "random", 0), "large", f, "random", 0) for f in rc.stability_fractions]
   small = [Member(member_name("small", 1.0, "", s), "small", 1.0, "random", s) for s in range(rc.small_seeds)]
   small.append(Member("degraded", "small", rc.degraded_fraction, "random", 0))
-  out = [Group("large", "large", rc.train_steps, tuple(large)), Group("small", "small", rc.train_steps, tuple(small))]
+  out = [Group("large", "large", rc.train_steps, tuple(large)), Group("small", "small", rc.train_steps, tuple(small)),
+         Group("coarse", "coarse", rc.coarse_steps, (Member("coarse", "coarse", 1.0, "random", 0),))]
   if rc.reduction_seeds:
     red = [Member(member_name(rc.reduction_arch, f, c, s), rc.reduction_arch, f, c, s)
            for f in rc.reduction_fractions for c in rc.reduction_criteria for s in range(rc.reduction_seeds)]
     out.append(Group("reduction", rc.reduction_arch, rc.reduction_steps, tuple(red)))
   return out
+
+
+ARCHS = ("small", "large", "coarse")
 
 
 class Hp(NamedTuple):
@@ -145,9 +158,14 @@ class Hp(NamedTuple):
   scoring: fm.ScoringConfig
 
 
+def flow_of(hp: "Hp", arch: str) -> fm.FlowConfig:
+  """The training config of ``arch``: the coarse model draws ``t ~ U[0, coarse_t_max]``."""
+  return dataclasses.replace(hp.flow, t_max=hp.run.coarse_t_max) if arch == "coarse" else hp.flow
+
+
 def hparams_of(config) -> Hp:
   return Hp(hparams.from_config(RunConfig, config), hparams.from_config(fm.FlowConfig, config.flow),
-            {a: hparams.from_config(fm.NetConfig, config[a]) for a in ("small", "large")},
+            {a: hparams.from_config(fm.NetConfig, config[a]) for a in ARCHS},
             hparams.from_config(fm.SamplerConfig, config.sampler),
             hparams.from_config(fm.AutoencoderConfig, config.autoencoder),
             hparams.from_config(fm.ClassifierConfig, config.classifier),
@@ -184,14 +202,14 @@ def init_group(config, hp: Hp, group: Group, gi: int, latent_shape, mesh):
   seeds = [m.seed for m in group.members] + [0] * (p - len(group.members))
   keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), gi), s) for s in seeds])
   keys = jax.device_put(keys, mesh_lib.data_sharding(mesh))
-  return _init_fn(hp.nets[group.arch], hp.flow, tuple(latent_shape), mesh)(keys)
+  return _init_fn(hp.nets[group.arch], flow_of(hp, group.arch), tuple(latent_shape), mesh)(keys)
 
 
 def zeros_like_group(hp: Hp, group: Group, latent_shape, mesh):
   """Placeholder of a group's state (restore target and checkpoint content before it trains)."""
   p = mesh_lib.padded_size(len(group.members), mesh)
   init = jax.vmap(functools.partial(fm.core.init, latent_shape=tuple(latent_shape), net=hp.nets[group.arch],
-                                    flow=hp.flow))
+                                    flow=flow_of(hp, group.arch)))
   abstract = jax.eval_shape(init, jax.ShapeDtypeStruct((p,), jax.random.key(0).dtype))
   sh = mesh_lib.data_sharding(mesh)
   return jax.tree.map(lambda a: jax.device_put(jnp.zeros(a.shape, a.dtype), sh), abstract)
@@ -310,7 +328,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
     counts = _sharded(np.asarray([len(i) for i in idx], np.int32), ctx.mesh)
     keys = jax.device_put(_member_keys(config.seed, gi, p, 1), mesh_lib.data_sharding(ctx.mesh))
     per_chunk = group.steps // chunks[gi]
-    fn = chunk_fn(hp.nets[group.arch], hp.flow, per_chunk, ctx.mesh)
+    fn = chunk_fn(hp.nets[group.arch], flow_of(hp, group.arch), per_chunk, ctx.mesh)
     progress.label = f"[flow_matching {group.name}] "
     for c in range(1, chunks[gi] + 1):
       g = offset + c
@@ -347,14 +365,15 @@ def _checks(config):
   if config.dataset == "digits" and config.autoencoder.downsample > 2:
     yield "autoencoder.downsample", f"{config.autoencoder.downsample}: 8x8 digits allow at most 2"
   side = (8 if config.dataset == "digits" else 28) // 2**config.autoencoder.downsample
-  for arch in ("small", "large"):
+  for arch in ARCHS:
     if side % config[arch].patch:
       yield f"{arch}.patch", f"{config[arch].patch} does not divide the latent side {side}"
 
 
 def schema() -> cs.Schema:
   sections = (cs.Section("", RunConfig), cs.Section("flow", fm.FlowConfig), cs.Section("small", fm.NetConfig),
-              cs.Section("large", fm.NetConfig), cs.Section("sampler", fm.SamplerConfig),
+              cs.Section("large", fm.NetConfig), cs.Section("coarse", fm.NetConfig),
+              cs.Section("sampler", fm.SamplerConfig),
               cs.Section("autoencoder", fm.AutoencoderConfig), cs.Section("classifier", fm.ClassifierConfig),
               cs.Section("scoring", fm.ScoringConfig))
   from launch.configs import flow_matching as fm_config  # pylint: disable=g-import-not-at-top

@@ -5,7 +5,9 @@ of class-conditional models are the held-out labels) with one jitted
 coarse-to-fine sampler, sharded over the sample batch: a large model alone is
 ``t_split = 0``, a small one ``t_split = 1``. Samples are decoded by the
 autoencoder and embedded by the classifier; quality is measured against the
-training images, with the held-out images as the floor.
+training images, with the held-out images as the floor. Coarse-to-fine uses
+the ``coarse`` model (trained on ``t < coarse_t_max``) for ``t < t_split`` and
+``large_s0`` after; :func:`choose_t_split` states the comparable-quality rule.
 """
 
 from __future__ import annotations
@@ -24,19 +26,47 @@ from methods import flow_matching as fm
 
 
 @functools.lru_cache(maxsize=None)
-def sampler_fn(small: fm.NetConfig, large: fm.NetConfig, flow: fm.FlowConfig, solver: str, steps: int, mesh):
-  """Jitted ``(small_params, large_params, x0 [B, ...], y [B], n_small []) -> x1``, ``B`` sharded."""
+def sampler_fn(small: fm.NetConfig, large: fm.NetConfig, flow: fm.FlowConfig, sampler: fm.SamplerConfig, mesh):
+  """``(small_params, large_params, x0 [B, ...], y [B], t_split) -> (x1, (nfe_small, nfe_large))``, ``B`` sharded.
+
+  Fixed-step solvers: one jitted program for every ``t_split`` (the number of
+  small steps is traced). ``dopri5``: one jitted program per ``t_split`` (the
+  segment ends are static); its NFE are read back from the device.
+  """
   _, small_apply = fm.core.make_velocity(small, flow)
   _, large_apply = fm.core.make_velocity(large, flow)
-
-  def fn(ps, pl, x0, y, n_small):
-    x = fm.samplers.integrate(lambda x, t: small_apply(ps, x, t, y), x0, start=0, stop=n_small,
-                              num_steps=steps, solver=solver)
-    return fm.samplers.integrate(lambda x, t: large_apply(pl, x, t, y), x, start=n_small, stop=steps,
-                                 num_steps=steps, solver=solver)
-
   sh, rep = mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)
-  return jax.jit(fn, in_shardings=(rep, rep, sh, sh, rep), out_shardings=sh)
+  steps, solver = sampler.steps, sampler.solver
+  if solver in fm.samplers.FORWARDS_PER_STEP:
+    per = fm.samplers.FORWARDS_PER_STEP[solver]
+
+    def fn(ps, pl, x0, y, n_small):
+      x = fm.samplers.integrate(lambda x, t: small_apply(ps, x, t, y), x0, start=0, stop=n_small,
+                                num_steps=steps, solver=solver)
+      return fm.samplers.integrate(lambda x, t: large_apply(pl, x, t, y), x, start=n_small, stop=steps,
+                                   num_steps=steps, solver=solver)
+
+    jfn = jax.jit(fn, in_shardings=(rep, rep, sh, sh, rep), out_shardings=sh)
+
+    def fixed(ps, pl, x0, y, t_split):
+      k = fm.samplers.small_steps(t_split, steps)
+      return jfn(ps, pl, x0, y, jnp.int32(k)), (k * per, (steps - k) * per)
+
+    return fixed
+  compiled = {}
+
+  def adaptive(ps, pl, x0, y, t_split):
+    if t_split not in compiled:
+      def fn(ps, pl, x0, y):
+        return fm.samplers.coarse_to_fine_solve(lambda x, t: small_apply(ps, x, t, y),
+                                                lambda x, t: large_apply(pl, x, t, y), x0, sampler,
+                                                t_split=t_split, split_nfe=True)
+
+      compiled[t_split] = jax.jit(fn, in_shardings=(rep, rep, sh, sh), out_shardings=(sh, (rep, rep)))
+    x, (ns, nl) = compiled[t_split](ps, pl, x0, y)
+    return x, (int(ns), int(nl))
+
+  return adaptive
 
 
 def forward_flops(net: fm.NetConfig, flow: fm.FlowConfig, params, x, y) -> float:
@@ -72,7 +102,7 @@ def evaluate(config, hp, groups, states, aux, data, z_train, scale, subsets, ctx
   y = np.concatenate([data["test_y"], data["test_y"][: b - n_eval]]).astype(np.int32)
   sh = mesh_lib.data_sharding(mesh)
   x0, yd = jax.device_put(x0, sh), jax.device_put(jnp.asarray(y), sh)
-  fn = sampler_fn(hp.nets["small"], hp.nets["large"], hp.flow, solver, steps, mesh)
+  fns = {a: sampler_fn(hp.nets[a], hp.nets["large"], hp.flow, hp.sampler, mesh) for a in ("small", "coarse")}
   by_name = {g.name: g for g in groups}
   params = {}
   for g, s in zip(groups, states):
@@ -81,12 +111,16 @@ def evaluate(config, hp, groups, states, aux, data, z_train, scale, subsets, ctx
   ref_small = params[by_name["small"].members[0].name][1]
   ref_large = params[by_name["large"].members[0].name][1]
 
-  def draw(name, n_small=None):
+  nfe = {}
+
+  def draw(name):  # every model alone: large ones at t_split = 0, small / coarse ones at t_split = 1
     arch, p = params[name]
-    if n_small is None:
-      n_small = steps if arch == "small" else 0
-    ps, pl = (p, ref_large) if arch == "small" else (ref_small, p)
-    return np.asarray(mesh_lib.to_host(fn(ps, pl, x0, yd, jnp.int32(n_small))))[:n_eval]
+    if arch == "large":
+      out, n = fns["small"](ref_small, p, x0, yd, 0.0)
+    else:
+      out, n = fns[arch](p, ref_large, x0, yd, 1.0)
+    nfe[name] = sum(n)
+    return np.asarray(mesh_lib.to_host(out))[:n_eval]
 
   samples = {name: _embed(hp, aux, draw(name), scale, size) for name in params}
   real = {"lat": (z_train * scale).reshape(len(z_train), -1), "feat": None}
@@ -120,33 +154,42 @@ def evaluate(config, hp, groups, states, aux, data, z_train, scale, subsets, ctx
   pairs[f"{seeds[0]} vs degraded"] = (seeds[0], "degraded")
   stability = {k: stab(*v) for k, v in pairs.items()}
 
-  # Coarse-to-fine: quality and paired similarity to the large model alone, cost model, wall clock.
+  # Coarse-to-fine: the coarse model (trained on t < coarse_t_max) for t < t_split, large_s0 after; quality,
+  # paired similarity to large_s0 alone, NFE, FLOP cost model, wall clock. small_s0 as the first stage: quality.
   large0, small0 = seeds[0], smalls[0]
   x_dummy = jnp.zeros((n_eval,) + latent_shape)
-  flops = {"small": forward_flops(hp.nets["small"], hp.flow, ref_small, x_dummy, jnp.asarray(data["test_y"])),
-           "large": forward_flops(hp.nets["large"], hp.flow, ref_large, x_dummy, jnp.asarray(data["test_y"]))}
+  pc = params["coarse"][1]
+  flops = {a: forward_flops(hp.nets[a], hp.flow, p, x_dummy, jnp.asarray(data["test_y"]))
+           for a, p in (("small", ref_small), ("large", ref_large), ("coarse", pc))}
   ps, pl = params[small0][1], params[large0][1]
-  c2f, base_time = [], _time_large(fn, ps, pl, x0, yd, rc.timing_repeats)
-  for ts in sorted(set(rc.t_splits) | {hp.sampler.t_split}):  # the config's t_split is always evaluated
-    k = fm.samplers.small_steps(ts, steps)
+  fn = fns["coarse"]
+  c2f, base_time = [], _time_large(fn, pc, pl, x0, yd, rc.timing_repeats)
+  for ts in sorted(set(rc.t_splits) | {hp.sampler.t_split, 0.0}):  # the config's t_split is always evaluated
     times = []
     for _ in range(rc.timing_repeats + 1):  # the first call may compile
       t0 = time.perf_counter()
-      out = jax.block_until_ready(fn(ps, pl, x0, yd, jnp.int32(k)))
+      out, (n_small, n_large) = fn(pc, pl, x0, yd, ts)
+      jax.block_until_ready(out)
       times.append(time.perf_counter() - t0)
     wall = min(times[1:])
     s = _embed(hp, aux, np.asarray(mesh_lib.to_host(out))[:n_eval], scale, size)
     samples[f"c2f_{ts:g}"] = s
     sa, sb = samples[large0], s
-    row = {"t_split": ts, "small_steps": k, **quality(s),
+    via_small = _embed(hp, aux, np.asarray(mesh_lib.to_host(fns["small"](ps, pl, x0, yd, ts)[0]))[:n_eval], scale,
+                       size)
+    row = {"t_split": ts, "small_steps": fm.samplers.small_steps(ts, steps), **quality(s),
+           "fid_small_first": quality(via_small)["fid"],
            "stability_to_large": fm.metrics.stability(sa["feat"], sb["feat"], sa["lat"], sb["lat"], sa["img"],
                                                       sb["img"], seed=config.seed),
-           **fm.samplers.cost_model(ts, flops["small"], flops["large"], steps),
+           **fm.samplers.cost_model(ts, flops["coarse"], flops["large"], steps),
+           "nfe_small": n_small, "nfe_large": n_large,
+           "speedup_flops": nfe[large0] * flops["large"] / (n_small * flops["coarse"] + n_large * flops["large"]),
            "wall_s": wall}
     c2f.append(row)
-  base_time = min([base_time] + [r["wall_s"] for r in c2f if r["small_steps"] == 0])  # large alone, best timing
+  base_time = min([base_time] + [r["wall_s"] for r in c2f if r["t_split"] == 0])  # large alone, best timing
   for r in c2f:
     r["speedup_wall"] = base_time / r["wall_s"]
+  choice = choose_t_split(c2f, q, real["feat"], samples[large0]["feat"], large0, seeds, rc)
   t0 = time.perf_counter()
   jax.block_until_ready(fm.auxiliary.decode(aux.autoencoder, jnp.asarray(x_dummy), cfg=hp.autoencoder,
                                             image_size=size))
@@ -165,19 +208,49 @@ def evaluate(config, hp, groups, states, aux, data, z_train, scale, subsets, ctx
       "dataset": config.dataset, "n_train": int(len(z_train)), "n_eval": n_eval,
       "latent_shape": list(latent_shape), "latent_scale": scale, "classifier_accuracy": accuracy,
       "autoencoder_test_mse": float(np.mean(np.square(np.asarray(rec) - data["test_x"]))),
-      "sampler": {"solver": solver, "steps": steps}, "flops_per_forward": flops,
-      "params": {a: int(sum(x.size for x in jax.tree.leaves(p))) for a, p in (("small", ps), ("large", pl))},
-      "quality": q, "stability": stability, "coarse_to_fine": c2f, "decode_s": decode_s,
+      "sampler": {"solver": solver, "steps": steps, "nfe_large": nfe[large0], "nfe": nfe},
+      "flops_per_forward": flops,
+      "params": {a: int(sum(x.size for x in jax.tree.leaves(p))) for a, p in (("small", ps), ("large", pl),
+                                                                               ("coarse", pc))},
+      "coarse_t_max": rc.coarse_t_max, "quality": q, "stability": stability, "coarse_to_fine": c2f,
+      "c2f_choice": choice, "decode_s": decode_s,
       "reduction": reduction,
   }
   report.make_figures(results, samples, data, rc, ctx.writer, large0, small0)
   return results
 
 
+def choose_t_split(c2f, q, real_feat, large_feat, large0, seeds, rc) -> dict:
+  """The comparable-quality rule and the t_split it picks.
+
+  Coarse-to-fine at ``t_split`` has quality comparable to the large model
+  alone iff ``FID(c2f) <= FID(large) + k SE``, ``k = comparable_se``, where
+  ``SE`` is the bootstrap standard error of the large model's FID (its
+  generated set resampled ``bootstrap`` times; the real set fixed). The chosen
+  split is the largest ``t_split <= coarse_t_max`` (the coarse model is
+  trained up to there) with comparable quality. The FID gap between the large
+  models of different training seeds is reported beside it.
+  """
+  boot = fm.metrics.fid_bootstrap(real_feat, large_feat, num=rc.bootstrap, seed=0)
+  se = float(np.std(boot, ddof=1))
+  fid = q[large0]["fid"]
+  threshold = fid + rc.comparable_se * se
+  for r in c2f:
+    r["comparable"] = bool(r["fid"] <= threshold)
+  ok = [r for r in c2f if r["comparable"] and r["t_split"] <= rc.coarse_t_max]
+  best = max(ok, key=lambda r: r["t_split"])
+  return {"rule": f"FID <= FID({large0}) + {rc.comparable_se:g} SE (bootstrap, {rc.bootstrap} resamples); "
+                  f"largest t_split <= coarse_t_max = {rc.coarse_t_max:g}",
+          "fid_large": fid, "fid_se": se, "threshold": threshold,
+          "seed_gap": max(abs(q[s]["fid"] - fid) for s in seeds),
+          "t_split": best["t_split"], "fid": best["fid"], "kid": best["kid"],
+          "speedup_wall": best["speedup_wall"], "speedup_flops": best["speedup_flops"]}
+
+
 def _time_large(fn, ps, pl, x0, y, repeats):
   times = []
   for _ in range(repeats + 1):
     t0 = time.perf_counter()
-    jax.block_until_ready(fn(ps, pl, x0, y, jnp.int32(0)))
+    jax.block_until_ready(fn(ps, pl, x0, y, 0.0)[0])
     times.append(time.perf_counter() - t0)
   return min(times[1:])

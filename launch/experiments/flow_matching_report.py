@@ -28,10 +28,21 @@ def _rows_stability(results):
 
 
 def _rows_c2f(results):
-  return [[f"{r['t_split']:g}", str(r["small_steps"]), _f(r["fid"]), _f(r["kid"]),
+  return [[f"{r['t_split']:g}", f"{r['nfe_small']} + {r['nfe_large']}", _f(r["fid"]), _f(r["kid"]),
+           "yes" if r["comparable"] else "no", _f(r["fid_small_first"]),
            f"{r['stability_to_large']['cosine']:.3f}",
            "identical" if r["stability_to_large"]["pixel_mse"] == 0 else f"{r['stability_to_large']['psnr']:.1f}",
-           f"{r['speedup_grid']:.2f}x", f"{r['speedup_wall']:.2f}x"] for r in results["coarse_to_fine"]]
+           f"{r['speedup_flops']:.2f}x", f"{r['speedup_wall']:.2f}x"] for r in results["coarse_to_fine"]]
+
+
+def c2f_note(results) -> str:
+  """The comparable-quality rule, its numbers and the chosen split."""
+  c = results["c2f_choice"]
+  return (f"Comparable quality: {c['rule']}: threshold {c['fid_large']:.3g} + {c['threshold'] - c['fid_large']:.3g}"
+          f" = {c['threshold']:.3g} (SE {c['fid_se']:.2g}; FID gap between large-model training seeds "
+          f"{c['seed_gap']:.2g}). Chosen t_split = {c['t_split']:g}: FID {c['fid']:.3g}, KID {c['kid']:.3g}, "
+          f"speedup {c['speedup_wall']:.2f}x wall clock ({c['speedup_flops']:.2f}x FLOPs) against the large model "
+          f"alone at equal steps.")
 
 
 def _rows_reduction(results):
@@ -50,8 +61,8 @@ HEADERS = {
     "quality": ["model", "FID", "KID", "precision", "recall", "SW latent", "class entropy"],
     "stability": ["pair (identical noise)", "cosine (shuffled)", "latent rel L2 (shuffled)", "PSNR dB (shuffled)",
                   "NN match (shuffled)"],
-    "c2f": ["t_split", "small steps", "FID", "KID", "cosine to large", "PSNR to large", "speedup FLOPs",
-            "speedup wall"],
+    "c2f": ["t_split", "NFE coarse + large", "FID", "KID", "comparable", "FID, small_s0 first", "cosine to large",
+            "PSNR to large", "speedup FLOPs", "speedup wall"],
     "reduction": ["fraction", "criterion", "rows", "FID ± SE", "FID - random", "KID ± SE", "precision", "recall"],
 }
 
@@ -60,7 +71,8 @@ def _header(results):
   return (f"{results['dataset']}: {results['n_train']} training images, {results['n_eval']} samples per model; "
           f"classifier test accuracy {results['classifier_accuracy']:.3f}; latents {results['latent_shape']}; "
           f"{results['sampler']['solver']} x {results['sampler']['steps']} steps; "
-          f"params small {results['params']['small']:,} / large {results['params']['large']:,}")
+          f"params small {results['params']['small']:,} / coarse {results['params']['coarse']:,} / "
+          f"large {results['params']['large']:,}")
 
 
 def _sections(results):
@@ -68,7 +80,8 @@ def _sections(results):
           _rows_quality(results)),
          ("Stability: paired metrics from identical noise (shuffled-pairing baseline)", "stability",
           _rows_stability(results)),
-         ("Coarse-to-fine (small model for t < t_split)", "c2f", _rows_c2f(results))]
+         (f"Coarse-to-fine (coarse model, trained on t < {results['coarse_t_max']:g} only, for t < t_split; "
+          "large_s0 after)", "c2f", _rows_c2f(results))]
   if results["reduction"]:
     out.append(("Data reduction (mean ± SE over seeds)", "reduction", _rows_reduction(results)))
   return out
@@ -81,6 +94,8 @@ def format_tables(results: dict) -> str:
     widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
     lines += ["", title, "  ".join(h.ljust(w) for h, w in zip(head, widths))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    if key == "c2f":
+      lines.append(c2f_note(results))
   return "\n".join(lines)
 
 
@@ -90,6 +105,8 @@ def markdown(results: dict) -> str:
     lines += ["", f"**{title}**", "", "| " + " | ".join(HEADERS[key]) + " |",
               "|" + "---|" * len(HEADERS[key])]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
+    if key == "c2f":
+      lines += ["", c2f_note(results)]
   return "\n".join(lines) + "\n"
 
 
@@ -120,7 +137,9 @@ def make_figures(results, samples, data, rc, writer, large0, small0) -> None:
   c2f = results["coarse_to_fine"]
   ts = [r["t_split"] for r in c2f]
   fig, ax = plt.subplots(1, 3, figsize=(11, 3))
-  ax[0].plot(ts, [r["fid"] for r in c2f], "o-", label="coarse-to-fine")
+  ax[0].plot(ts, [r["fid"] for r in c2f], "o-", label="coarse model first")
+  ax[0].plot(ts, [r["fid_small_first"] for r in c2f], "x--", label="small_s0 first")
+  ax[0].axhline(results["c2f_choice"]["threshold"], ls="--", c="r", lw=0.8, label="comparable-quality limit")
   ax[0].axhline(results["quality"]["real_heldout"]["fid"], ls=":", c="k", label="held-out real")
   ax[0].set(xlabel="t_split", ylabel="FID (classifier features)")
   ax[0].legend(fontsize=7)
@@ -128,7 +147,7 @@ def make_figures(results, samples, data, rc, writer, large0, small0) -> None:
   ax[1].plot(ts, [r["stability_to_large"]["cosine_shuffled"] for r in c2f], "x--", label="shuffled")
   ax[1].set(xlabel="t_split", ylabel="cosine to large model")
   ax[1].legend(fontsize=7)
-  ax[2].plot(ts, [r["speedup_grid"] for r in c2f], "o-", label="FLOP cost model")
+  ax[2].plot(ts, [r["speedup_flops"] for r in c2f], "o-", label="FLOP cost model")
   ax[2].plot(ts, [r["speedup_wall"] for r in c2f], "s-", label="wall clock")
   ax[2].set(xlabel="t_split", ylabel="speedup vs large alone")
   ax[2].legend(fontsize=7)

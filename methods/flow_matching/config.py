@@ -14,7 +14,9 @@ import dataclasses
 
 from methods.common import hparams
 
-SOLVERS = ("euler", "midpoint", "heun")
+FIXED_SOLVERS = ("euler", "midpoint", "heun")
+ADAPTIVE_SOLVERS = ("dopri5",)  # diffrax's adaptive Dopri5 (Kidger, 2021)
+SOLVERS = FIXED_SOLVERS + ADAPTIVE_SOLVERS
 SCORE_KEEP = ("high", "low")
 
 
@@ -45,16 +47,28 @@ class FlowConfig(hparams.Hyperparameters):
   label_dropout: float = hparams.field(0.1, "Probability of the null label in training (class-conditional only).",
                                        low=0, high=1, high_open=True)
   num_classes: int = hparams.field(10, "Classes of the labels.", low=1)
+  t_max: float = hparams.field(
+      1.0, "Training times t ~ U[0, t_max]; < 1: a time-restricted coarse model (coarse-to-fine sampling).",
+      low=0, high=1, low_open=True, config=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class SamplerConfig(hparams.Hyperparameters):
-  """Fixed-step ODE sampling from t = 0 (noise) to t = 1 (data); the coarse-to-fine split."""
+  """ODE sampling from t = 0 (noise) to t = 1 (data); the coarse-to-fine split.
 
-  solver: str = hparams.field("euler", "ODE solver.", choices=SOLVERS)
+  ``euler`` / ``midpoint`` / ``heun`` take ``steps`` uniform steps;
+  ``dopri5`` is diffrax's adaptive Dormand-Prince 5(4) (Kidger, "On Neural
+  Differential Equations", 2021) with tolerances ``rtol`` / ``atol`` (the batch
+  is one ODE system, so all its samples share the step sizes).
+  """
+
+  solver: str = hparams.field("euler", "ODE solver (dopri5: diffrax adaptive, ignores steps).", choices=SOLVERS)
   steps: int = hparams.field(60, "Uniform solver steps over [0, 1] (paper: 60 Euler steps).", low=1, high=10_000)
   t_split: float = hparams.field(0.7, "Coarse-to-fine: small model for t < t_split, large for t >= t_split.",
                                  low=0, high=1)
+  rtol: float = hparams.field(1e-4, "Relative tolerance of the adaptive solver.", low=0, low_open=True)
+  atol: float = hparams.field(1e-4, "Absolute tolerance of the adaptive solver.", low=0, low_open=True)
+  max_steps: int = hparams.field(4096, "Step limit of the adaptive solver (per segment).", low=1)
 
 
 @dataclasses.dataclass(frozen=True)

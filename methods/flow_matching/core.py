@@ -11,6 +11,12 @@ which is Meta ``flow_matching``'s ``CondOTProbPath`` (``alpha_t = t``,
 ``sigma_t = 1 - t``) and torchcfm's ``ConditionalFlowMatcher(sigma=0)``.
 :func:`train_chunk` runs ``num_steps`` Adam steps in one ``lax.scan``; keys are
 ``fold_in(key, step)``, so a resumed run reproduces an uninterrupted one.
+
+``FlowConfig.t_max < 1`` draws ``t ~ U[0, t_max]``: a coarse model for
+coarse-to-fine sampling (paper Sec. 5) that is only ever evaluated at
+``t < t_split`` spends all its capacity there (a time-restricted coarse
+model; the paper's optional coarse training on ``t < t_split`` without the seam
+term).
 """
 
 from __future__ import annotations
@@ -79,6 +85,8 @@ def loss_fn(params, x1, y, key, *, net: NetConfig, flow: FlowConfig):
   _, apply = make_velocity(net, flow)
   kt, kx, ky = jax.random.split(key, 3)
   t = jax.random.uniform(kt, (x1.shape[0],))
+  if flow.t_max < 1.0:  # a time-restricted (coarse) model: t ~ U[0, t_max]
+    t = flow.t_max * t
   x0 = jax.random.normal(kx, x1.shape)
   xt, u = path_sample(x0, x1, t)
   if flow.class_conditional:

@@ -10,7 +10,10 @@ With ``N`` uniform steps ``t_k = k / N``, step ``k`` uses the small model iff
 ``speedup = 1 / ((1 - t_s) + t_s C_small / C_large)``.
 
 ``velocity(x [B, ...], t [B]) -> [B, ...]`` is any velocity field (bind the
-parameters and labels with a closure).
+parameters and labels with a closure). :func:`solve` and
+:func:`coarse_to_fine_solve` run the solver a :class:`SamplerConfig` names
+(``euler`` | ``midpoint`` | ``heun`` on the uniform grid, ``dopri5`` adaptive)
+and return the number of velocity evaluations.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+
+from methods.flow_matching.config import SOLVERS, SamplerConfig
 
 Velocity = Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -95,13 +100,56 @@ def cost_model(t_split: float, cost_small: float, cost_large: float, num_steps: 
   return out
 
 
-def sample_adaptive(velocity: Velocity, x0: jax.Array, *, rtol: float = 1e-4, atol: float = 1e-4,
-                    max_steps: int = 4096) -> tuple[jax.Array, jax.Array]:
-  """``(x1, accepted steps)`` with diffrax's adaptive Dopri5 (Kidger, 2021); needs ``diffrax``."""
+# Dopri5 evaluates the field 6 times per attempted step (7 stages, first-same-as-last) plus once at the start.
+DOPRI5_FORWARDS_PER_STEP = 6
+
+
+def sample_adaptive(velocity: Velocity, x0: jax.Array, *, t0: float = 0.0, t1: float = 1.0, rtol: float = 1e-4,
+                    atol: float = 1e-4, max_steps: int = 4096) -> tuple[jax.Array, jax.Array]:
+  """``(x(t1), nfe)`` from ``x(t0) = x0`` with diffrax's adaptive Dopri5 (Kidger, 2021); needs ``diffrax``.
+
+  The batch ``x0 [B, ...]`` is one ODE system (one step-size sequence, error
+  norm over every element). ``nfe`` (``[]`` int32) counts velocity
+  evaluations of the whole batch: ``1 + 6 x`` attempted steps (accepted and
+  rejected). ``t0 == t1`` (static) returns ``x0`` with ``nfe = 0``.
+  """
   import diffrax  # pylint: disable=g-import-not-at-top
 
-  term = diffrax.ODETerm(lambda t, x, _: velocity(x, jnp.full((x.shape[0],), t)))
+  if float(t0) == float(t1):
+    return x0, jnp.zeros((), jnp.int32)
+  term = diffrax.ODETerm(lambda t, x, _: velocity(x, jnp.full((x.shape[0],), t, x.dtype)))
   sol = diffrax.diffeqsolve(
-      term, diffrax.Dopri5(), t0=0.0, t1=1.0, dt0=0.05, y0=x0, max_steps=max_steps,
+      term, diffrax.Dopri5(), t0=t0, t1=t1, dt0=0.05 * (t1 - t0), y0=x0, max_steps=max_steps,
       stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol))
-  return sol.ys[-1], sol.stats["num_accepted_steps"]
+  nfe = 1 + DOPRI5_FORWARDS_PER_STEP * jnp.asarray(sol.stats["num_steps"], jnp.int32)
+  return sol.ys[-1], nfe
+
+
+def solve(velocity: Velocity, x0: jax.Array, cfg: SamplerConfig) -> tuple[jax.Array, jax.Array]:
+  """``(x1, nfe)``: the sampler ``cfg.solver`` from ``t = 0`` to ``t = 1`` (``nfe`` = velocity evaluations)."""
+  return coarse_to_fine_solve(velocity, velocity, x0, cfg, t_split=0.0)
+
+
+def coarse_to_fine_solve(small: Velocity, large: Velocity, x0: jax.Array, cfg: SamplerConfig, *,
+                         t_split: float, split_nfe: bool = False):
+  """``(x1, nfe)``: coarse-to-fine with any solver of ``cfg`` (``t_split`` a static float).
+
+  With ``split_nfe``, ``nfe`` is ``(small's, large's)`` velocity evaluations.
+
+  Fixed-step solvers use :func:`coarse_to_fine` on ``cfg.steps`` steps; the
+  adaptive one integrates ``[0, t_split]`` with ``small`` and ``[t_split, 1]``
+  with ``large`` (each segment adaptive), so ``t_split = 0`` / ``1`` are the
+  large / small model alone exactly.
+  """
+  if cfg.solver in FORWARDS_PER_STEP:
+    x = coarse_to_fine(small, large, x0, t_split=t_split, num_steps=cfg.steps, solver=cfg.solver)
+    k, per = small_steps(t_split, cfg.steps), FORWARDS_PER_STEP[cfg.solver]
+    nfe = (jnp.int32(k * per), jnp.int32((cfg.steps - k) * per))
+  elif cfg.solver == "dopri5":
+    kw = dict(rtol=cfg.rtol, atol=cfg.atol, max_steps=cfg.max_steps)
+    x, nfe_small = sample_adaptive(small, x0, t0=0.0, t1=t_split, **kw)
+    x, nfe_large = sample_adaptive(large, x, t0=t_split, t1=1.0, **kw)
+    nfe = (nfe_small, nfe_large)
+  else:
+    raise ValueError(f"unknown solver {cfg.solver!r}; allowed: {list(SOLVERS)}")
+  return x, (nfe if split_nfe else nfe[0] + nfe[1])
