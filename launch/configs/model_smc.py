@@ -208,6 +208,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.smc.num_particles = 32
   config.smc.mcmc_steps = 2
   config.smc.local_search = 1
+  config.smc.local_search_steps = 10
   config.smc.final_max_sweeps = 10
 
   if opts.task in SIMULATED or opts.task == "sim":  # the system's states, noise, rows and library
@@ -254,8 +255,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if opts.preset == "smoke":
     config.smc.num_particles = 16
     config.smc.num_runs = 2 if opts.task != "exact" else 1
-    config.smc.local_search_steps = 2
-    config.smc.final_max_sweeps = 3
+    config.smc.local_search_steps = 1
+    config.smc.final_max_sweeps = 2
     config.smc.mcmc_steps = 1
     config.smc.max_delta = 1.0
     config.fit.restarts = 2
@@ -272,6 +273,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   elif opts.preset == "paper":
     config.smc.num_particles = 128 if opts.task != "exact" else 256
     config.smc.local_search = 2
+    config.smc.local_search_steps = 10
     config.smc.final_max_sweeps = 50
     config.smc.mcmc_steps = 10
     config.smc.max_delta = 0.05

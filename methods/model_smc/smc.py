@@ -88,15 +88,15 @@ class SMCConfig(hparams.Hyperparameters):
   num_runs: int = hparams.field(1, "Independent SMC runs, pooled with equal weight (their spread is reported).",
                                 low=1)
   local_search: int = hparams.field(
-      2, "At beta = 1: steepest-ascent searches of log p(m) Z(m) from this many best distinct particles.", low=0)
-  local_search_steps: int = hparams.field(10, "Most ascent steps of each local search.", low=1)
+      1, "At beta = 1: steepest-ascent searches of log p(m) Z(m) from this many best distinct particles.", low=0)
+  local_search_steps: int = hparams.field(3, "Most ascent steps of each local search.", low=1)
   num_elites: int = hparams.field(8, "Size of the elite set E (best structures a run has seen at beta = 1).",
                                   low=0)
   elite_prob: float = hparams.field(0.2, "eps: probability that a final sweep proposes a uniform elite.", low=0,
                                     high=1, high_open=True)
   final_moves: float = hparams.field(
       2.0, "Final sweeps at beta = 1 until the acceptance-weighted move count per particle reaches this.", low=0)
-  final_max_sweeps: int = hparams.field(20, "Cap on the final sweeps at beta = 1.", low=0)
+  final_max_sweeps: int = hparams.field(10, "Cap on the final sweeps at beta = 1.", low=0)
 
   def checks(self):
     if len(self.move_probs) != 4 or sum(self.move_probs) <= 0:
