@@ -10,6 +10,7 @@ from __future__ import annotations
 from launch.experiments import flow_matching
 from launch.experiments import graphpfn_prior
 from launch.experiments import model_smc
+from launch.experiments import model_smc_calibration
 from launch.experiments import reg
 from launch.experiments import varde_bai
 from launch.experiments import varde_bpi
@@ -23,6 +24,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         varde_mcts.EXPERIMENT,
         varde_bpi.EXPERIMENT,
         model_smc.EXPERIMENT,
+        model_smc_calibration.EXPERIMENT,
         reg.EXPERIMENT,
         graphpfn_prior.EXPERIMENT,
         flow_matching.EXPERIMENT,
