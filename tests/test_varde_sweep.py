@@ -178,7 +178,8 @@ def test_compare_script_rows():
   np.testing.assert_allclose(a150["z"], 0.02 / se)
   assert not a150["identical"]
   assert all(r["identical"] for r in rows if r["algorithm"] == "b")
-  text = varde_compare.markdown("E1", old, rows)
-  assert "Other budgets (50)" in text and "2 of 4 identical" in text
+  text = varde_compare.markdown([("", old, rows)])
+  assert "| `a` | 10.00 / 12.00 (+1.4) |" in text and "E1 T=150 (1,000 seeds)" in text
+  assert "E1 (T = 50, 150; 1,000 seeds): 2 of 4 (algorithm, budget) pairs have identical" in text
   with pytest.raises(ValueError, match="num_seeds"):
     varde_compare.compare(old, {**new, "num_seeds": 5})

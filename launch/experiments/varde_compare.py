@@ -12,7 +12,7 @@ algorithm and budget the old and new probabilities of error are compared with
 difference of two independent estimates (conservative here: both runs share
 instances and reward tables, which correlates them positively). Algorithms whose
 random stream did not change have identical error counts and allocations.
-The table lists the paper's budgets; the other budgets of a run are summarised.
+The table lists the paper's budgets; a line per run summarises all its budgets.
 """
 
 from __future__ import annotations
@@ -69,54 +69,58 @@ def compare(old: dict, new: dict) -> list[dict]:
   return rows
 
 
-def markdown(label: str, old: dict, rows: list[dict]) -> str:
-  paper = set(old["paper_budgets"])
-  shown = [r for r in rows if r["budget"] in paper] or rows
-  rest = [r for r in rows if r not in shown]
-  out = []
-  budgets = sorted({r["budget"] for r in shown})
-  runs = shown[0]["runs"] if shown else 0
-  out.append(
-      f"**{label}: {old['problem']}, T = {', '.join(map(str, budgets))}**, {runs:,} seeds; "
-      f"old and new code, same seeds.\n"
-  )
-  out.append("| algorithm | T | old error % | s.e. | new error % | s.e. | diff (pp) | z | same errors and allocation |")
-  out.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-  for r in sorted(shown, key=lambda r: (r["budget"], r["old"])):
+def markdown(pairs: list[tuple[str, dict, list[dict]]]) -> str:
+  """One table: a row per algorithm, a column per (run, paper budget); then a summary per run.
+
+  Args:
+    pairs: ``(label, old results, compare rows)`` per compared pair of runs.
+  """
+  columns = []  # (label, problem, budget, {algorithm: row})
+  for label, old, rows in pairs:
+    paper = [b for b in old["paper_budgets"] if any(r["budget"] == b for r in rows)]
+    for budget in paper or sorted({r["budget"] for r in rows})[:1]:
+      columns.append((label, old["problem"], budget, {r["algorithm"]: r for r in rows if r["budget"] == budget}))
+  names = []
+  for _, _, _, by_name in columns:
+    names += [n for n in by_name if n not in names]
+  head = [f"{label or problem} T={budget} ({next(iter(d.values()))['runs']:,} seeds)" for label, problem, budget, d in columns]
+  out = [
+      "Error % with the old / new code (same seeds) and z of the difference:\n",
+      "| algorithm | " + " | ".join(head) + " |",
+      "|---|" + "---:|" * len(columns),
+  ]
+  for name in names:
+    cells = []
+    for _, _, _, by_name in columns:
+      r = by_name.get(name)
+      cells.append("" if r is None else f"{100 * r['old']:.2f} / {100 * r['new']:.2f} ({r['z']:+.1f})")
+    out.append(f"| `{name}` | " + " | ".join(cells) + " |")
+  out.append("")
+  for label, old, rows in pairs:
+    same = sum(r["identical"] for r in rows)
+    budgets = sorted({r["budget"] for r in rows})
     out.append(
-        f"| `{r['algorithm']}` | {r['budget']} | {100 * r['old']:.2f} | {100 * r['old_se']:.2f} | "
-        f"{100 * r['new']:.2f} | {100 * r['new_se']:.2f} | {100 * r['diff']:+.2f} | {r['z']:+.1f} | "
-        f"{'yes' if r['identical'] else 'no'} |"
+        f"- {label or old['problem']} (T = {', '.join(map(str, budgets))}; {old['num_seeds']:,} seeds): "
+        f"{same} of {len(rows)} (algorithm, budget) pairs have identical error counts and allocations; "
+        f"largest |z| {max((abs(r['z']) for r in rows), default=0.0):.1f}."
     )
-  if rest:
-    other = sorted({r["budget"] for r in rest})
-    same = sum(r["identical"] for r in rest)
-    out.append(
-        f"\nOther budgets ({', '.join(map(str, other))}): {same} of {len(rest)} (algorithm, budget) "
-        f"pairs have identical errors and allocations; largest |z| {max(abs(r['z']) for r in rest):.1f}."
-    )
-  same = sum(r["identical"] for r in rows)
-  out.append(
-      f"\nAll budgets: {same} of {len(rows)} identical; largest |z| "
-      f"{max((abs(r['z']) for r in rows), default=0.0):.1f}.\n"
-  )
-  return "\n".join(out)
+  return "\n".join(out) + "\n"
 
 
 def main(argv):
   del argv
   from launch import report  # pylint: disable=g-import-not-at-top
 
-  parts = []
+  pairs = []
   for pair in FLAGS.pair:
     label, _, dirs = pair.rpartition("=")
     old_dir, new_dir = dirs.split(",")
     old, new = load(old_dir), load(new_dir)
-    parts.append(markdown(label or old["problem"], old, compare(old, new)))
+    pairs.append((label, old, compare(old, new)))
   cmd = "python -m launch.experiments.varde_compare " + " ".join(f"--pair={p}" for p in FLAGS.pair)
   if FLAGS.block:
     cmd += f" --block={FLAGS.block}"
-  body = "\n".join(parts) + f"\n_Produced by `{cmd}`._\n"
+  body = markdown(pairs) + f"\n_Produced by `{cmd}`._\n"
   print(body)
   if FLAGS.block:
     with open(FLAGS.readme) as f:
