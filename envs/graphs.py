@@ -146,18 +146,21 @@ def largest_component(graph: Graph) -> jax.Array:
 def simplify(graph: Graph) -> Graph:
   """Drops self-loops, parallel edges and edges touching masked nodes.
 
-  Each kept edge is stored once as ``(min, max)``; masked-out slots keep
-  their (meaningless) ids. Sorting by ``u * N + v`` needs ``N**2 < 2**31``.
+  Each kept edge is stored once as ``(min, max)``, sorted by ``u * N + v``;
+  masked-out slots get ids 0. One sort of the int32 keys themselves (the ids
+  are decoded from the sorted keys; sorting a permutation alongside would be
+  several times slower on CPUs), so ``N**2 < 2**31`` is needed.
   """
   n = graph.node_mask.shape[-1]
   u = jnp.minimum(graph.senders, graph.receivers)
   v = jnp.maximum(graph.senders, graph.receivers)
   ok = graph.edge_mask & (u != v) & graph.node_mask[u] & graph.node_mask[v]
-  key = jnp.where(ok, u * n + v, jnp.iinfo(jnp.int32).max)
-  order = jnp.argsort(key)
-  key, u, v, ok = key[order], u[order], v[order], ok[order]
+  none = jnp.iinfo(jnp.int32).max
+  key = jnp.sort(jnp.where(ok, u * n + v, none))
+  ok = key != none
   first = jnp.concatenate([jnp.ones((1,), bool), key[1:] != key[:-1]])
-  return Graph(u, v, ok & first, graph.node_mask)
+  zero = jnp.zeros_like(key)
+  return Graph(jnp.where(ok, key // n, zero), jnp.where(ok, key % n, zero), ok & first, graph.node_mask)
 
 
 def relabel(graph: Graph, new_id: jax.Array, node_mask: jax.Array) -> Graph:

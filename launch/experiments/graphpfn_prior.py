@@ -15,6 +15,7 @@ the first ``tfds_examples`` samples written through the TFDS builder
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 import time
@@ -92,15 +93,22 @@ def _param_row(batch, i) -> list[float]:
   return row
 
 
-def _to_checkpoint(t: Tallies) -> dict:
-  """Checkpoints hold finite numbers: undefined statistics (NaN) are stored as 0 with a ``defined`` mask."""
-  return {"stats": np.nan_to_num(t.stats), "stats_defined": np.isfinite(t.stats),
-          "params": np.nan_to_num(t.params), "params_defined": np.isfinite(t.params)}
+class Checkpoint(NamedTuple):
+  """:class:`Tallies` as checkpointed: finite numbers, undefined statistics (NaN) stored as 0 with a mask."""
+
+  stats: np.ndarray  # [G, len(STATS)] float64
+  stats_defined: np.ndarray  # [G, len(STATS)] bool
+  params: np.ndarray  # [G, len(PARAM_FIELDS)] float64
+  params_defined: np.ndarray  # [G, len(PARAM_FIELDS)] bool
 
 
-def _from_checkpoint(state: dict) -> Tallies:
-  return Tallies(np.where(state["stats_defined"], state["stats"], np.nan),
-                 np.where(state["params_defined"], state["params"], np.nan))
+def _to_checkpoint(t: Tallies) -> Checkpoint:
+  return Checkpoint(np.nan_to_num(t.stats), np.isfinite(t.stats), np.nan_to_num(t.params), np.isfinite(t.params))
+
+
+def _from_checkpoint(state: Checkpoint) -> Tallies:
+  return Tallies(np.where(state.stats_defined, state.stats, np.nan),
+                 np.where(state.params_defined, state.params, np.nan))
 
 
 def sample_batches(config, ctx: Context, structure_hp, attribute_hp):
@@ -198,6 +206,8 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
     batch = fn(jax.random.key(config.seed), 0, config.num_drawings, config.batch_size)
     drawings = [stats_lib.host_sample(batch, i) for i in range(config.num_drawings)]
   results = report.summarize(config, structure_hp, attribute_hp, tallies, PARAM_FIELDS, probes, tfds_info)
+  # Every graph's statistics and hyperparameters, bit for bit (a resumed run must match an uninterrupted one).
+  results["tallies_digest"] = hashlib.sha256(tallies.stats.tobytes() + tallies.params.tobytes()).hexdigest()
   results["sampling_s"] = sample_time
   results["wall_time_s"] = time.perf_counter() - start
   report.make_figures(results, tallies, drawings, ctx.writer)

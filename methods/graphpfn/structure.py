@@ -9,12 +9,23 @@ self-loops and parallel edges are removed and node ids are shuffled.
 
 Jittable form (this project's; the block-density details are a
 reconstruction from the reference's description): sizes are padded to the
-config's maxima with masks. Level 1's subgraphs are one SBM whose block
-densities are block-diagonal over subgraphs. An SBM draws
-``Poisson(expected edges)`` edges into fixed slots; each slot picks a block
-pair by inverse CDF over the expected counts ``lambda_rs ~ P_rs n_r n_s`` and
-its endpoints by inverse CDF over the blocks' node weights (degree
-correction), so the per-pair counts are the independent Poissons of the SBM.
+config's maxima (or a size bucket's, :func:`bucket_of`) with masks. Level
+1's subgraphs are one SBM whose block densities are block-diagonal over
+subgraphs. An SBM draws ``Poisson(expected edges)`` edges into fixed slots;
+each slot picks a block pair by inverse CDF over the expected counts
+``lambda_rs ~ P_rs n_r n_s`` and its endpoints by inverse CDF over the
+blocks' node weights (degree correction), so the per-pair counts are the
+independent Poissons of the SBM (a multigraph; parallel edges and self-loops
+are merged or dropped afterwards, as the reference does).
+
+Cost (CPU or accelerator), for ``S`` edge slots and ``N`` nodes: nothing of
+size ``N x N``. The slots are drawn in chunks of :data:`SLOT_CHUNK` (each
+chunk's arrays stay in cache) by a guide-table inverse CDF (O(1) expected
+steps per draw); duplicates go by one sort of the int32 keys ``u N + v``
+(O(S log S)); the largest component by min-label propagation with pointer
+jumping (``envs.graphs.components``); preferential attachment is vectorised
+over the new nodes (:func:`_attach`), the same process as the sequential
+loop.
 """
 
 from __future__ import annotations
@@ -24,10 +35,14 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from envs import graphs
 from methods.graphpfn import rng
 from methods.graphpfn.hparams import StructureConfig
+
+
+SLOT_CHUNK = 8192  # edge slots drawn per step of the slot loop
 
 
 class StructureParams(NamedTuple):
@@ -117,45 +132,93 @@ def _densities(u, diag, uniform, coef, allowed):
   return jnp.where(allowed, p, 0.0)
 
 
-def _sbm_slots(u, block, weight, valid, density):
-  """Endpoints ``(u, v) [S]`` of ``num_slots`` edges of a degree-corrected SBM.
+class _Tables(NamedTuple):
+  """Inverse-CDF tables of discrete distributions stored back to back, one segment each.
 
-  ``u [3, S]`` are the slots' uniforms. Slot ``j`` picks block pair ``(r, s)`` (``r <= s``) with probability
-  ``lambda_rs / sum(lambda)``, ``lambda_rs = P_rs n_r n_s`` (``P_rr n_r (n_r - 1) / 2``
-  on the diagonal), then ``u`` in ``r`` and ``v`` in ``s`` with probability
-  proportional to the node weights (Karrer & Newman, 2011).
+  ``cum`` holds each segment's cumulative weights (restarting at 0);
+  ``guide[d, i]`` is the global index of the first entry of segment ``d``
+  whose cumulative weight exceeds ``total[d] * i / K`` (a guide table, Chen &
+  Asau, 1974), so a draw bisects over the few entries between two guide
+  points instead of the whole segment.
   """
-  n, b = block.shape[0], density.shape[0]
-  block = jnp.where(valid, block, b)
-  w = jnp.where(valid, weight, 0.0)
-  sizes = jax.ops.segment_sum(valid.astype(jnp.float32), block, num_segments=b + 1)[:b]
-  lam = density * sizes[:, None] * sizes[None, :]
-  lam = jnp.where(jnp.eye(b, dtype=bool), density * sizes[:, None] * (sizes[:, None] - 1) / 2, lam)
-  lam = jnp.triu(jnp.maximum(lam, 0.0)).reshape(-1)
-  cdf = jnp.cumsum(lam)
-  pair = jnp.searchsorted(cdf, u[0] * cdf[-1], side="right")
-  pair = jnp.minimum(pair, b * b - 1)
-  r, s = pair // b, pair % b
-  order = jnp.argsort(block)
-  cum = jnp.cumsum(w[order])
-  total = jax.ops.segment_sum(w, block, num_segments=b + 1)[:b]
-  start = jnp.cumsum(total) - total
 
-  def pick(ui, blk):
-    t = start[blk] + ui * total[blk]
-    return order[jnp.minimum(jnp.searchsorted(cum, t, side="right"), n - 1)]
+  cum: jax.Array  # [M] float32
+  guide: jax.Array  # [D, K + 1] int32
+  total: jax.Array  # [D] float32
 
-  return pick(u[1], r), pick(u[2], s)
+
+def _tables(weights: jax.Array, sizes: tuple[int, ...], cells: int) -> _Tables:
+  """Tables of the segments of ``weights [sum(sizes)]`` (static ``sizes``), ``cells`` guide cells each."""
+  cums, guides, totals, start = [], [], [], 0
+  for size in sizes:
+    c = jnp.cumsum(weights[start:start + size])
+    points = c[-1] * (jnp.arange(cells + 1, dtype=jnp.float32) / cells)
+    guides.append(start + jnp.searchsorted(c, points, side="right").astype(jnp.int32))
+    cums.append(c)
+    totals.append(c[-1])
+    start += size
+  return _Tables(jnp.concatenate(cums), jnp.stack(guides), jnp.stack(totals))
+
+
+def _draw(tab: _Tables, seg, lo, hi, base, top, x):
+  """Index in ``[lo, hi)`` of segment ``seg`` drawn with probability proportional to its weight.
+
+  The inverse CDF of the uniforms ``x`` restricted to the range (whose
+  cumulative weights run from ``base`` to ``top``; all arrays of one shape):
+  ``searchsorted(cum, t, "right")`` clamped to the range, found by a
+  branchless binary search between the guide points around ``t``. The
+  search takes as many steps as the widest such bracket needs (a few: a
+  guide cell holds a few entries unless weights differ by orders of
+  magnitude).
+  """
+  cells = tab.guide.shape[-1] - 1
+  t = base + x * (top - base)
+  j = jnp.clip(jnp.floor(t / jnp.maximum(tab.total[seg], 1e-30) * cells), 0, cells - 1).astype(jnp.int32)
+  b = jnp.minimum(tab.guide[seg, jnp.minimum(j + 2, cells)], hi - 1)
+  a = jnp.minimum(jnp.maximum(tab.guide[seg, jnp.maximum(j - 1, 0)], lo), b)
+  # a + #{i in [a, b): cum[i] <= t}, in steps of h = 2^k, ..., 1 (2h > the widest bracket).
+  span = jnp.max(b - a)
+  h = jnp.where(span > 0, jnp.left_shift(jnp.int32(1), 31 - jax.lax.clz(jnp.maximum(span, 1))), 0)
+  last = tab.cum.shape[0] - 1
+
+  def body(c):
+    a, h = c
+    i = a + (h - 1)
+    up = (i < b) & (tab.cum[jnp.minimum(i, last)] <= t)
+    return jnp.where(up, a + h, a), h // 2
+
+  a, _ = jax.lax.while_loop(lambda c: c[1] > 0, body, (a, h))
+  return a
+
+
+def _pair_lists(num_sub: int, groups1: int, groups2: int):
+  """Static block pairs ``(r, s)``, ``r <= s``: level 1's inside each subgraph, then level 2's (ids offset)."""
+  tri1 = [(a, b) for a in range(groups1) for b in range(a, groups1)]
+  tri2 = [(a, b) for a in range(groups2) for b in range(a, groups2)]
+  r = [k * groups1 + a for k in range(num_sub) for a, _ in tri1] + [num_sub * groups1 + a for a, _ in tri2]
+  s = [k * groups1 + b for k in range(num_sub) for _, b in tri1] + [num_sub * groups1 + b for _, b in tri2]
+  return np.asarray(r, np.int32), np.asarray(s, np.int32), num_sub * len(tri1), len(tri2)
 
 
 def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: int, num_slots: int):
-  """Both SBM levels: ``(senders, receivers, mask) [S]``, block labels ``[N]`` and the node mask."""
+  """Both SBM levels: ``(senders, receivers, mask) [S]``, block labels ``[N]`` and the node mask.
+
+  Slots ``[0, c1)`` hold level 1's ``c1 ~ Poisson(m1)`` edges, the next
+  ``c2 ~ Poisson(m2)`` level 2's. Each slot draws a block pair ``(r, s)``,
+  ``r <= s``, with probability ``lambda_rs / sum(lambda)`` of its level
+  (``lambda_rs = P_rs n_r n_s``, ``P_rr n_r (n_r - 1) / 2`` on the
+  diagonal), then ``u`` in ``r`` and ``v`` in ``s`` with probability
+  proportional to the node weights (degree correction, Karrer & Newman,
+  2011): the per-pair counts are the SBM's independent Poissons. Every draw
+  is an inverse CDF over a guide table (:func:`_draw`): O(S) work and
+  memory, no ``N x N`` array.
+  """
   k1, g1, g2 = hp.subgraphs_max, hp.groups_max, hp.groups_max
   b1 = k1 * g1
-  k_u, k_poisson = jax.random.split(key)
-  (u_sub, u_q1, u_g1, u_q2, u_g2, u_w, u_p1, u_d1, u_p2, u_d2, u_s1, u_s2) = rng.uniforms(
+  k_u, k_poisson, k_slots = jax.random.split(key, 3)
+  (u_sub, u_q1, u_g1, u_q2, u_g2, u_w, u_p1, u_d1, u_p2, u_d2) = rng.uniforms(
       k_u, (k1,), (k1, g1), (num_nodes,), (g2,), (num_nodes,), (num_nodes,), (b1, b1), (b1,),
-      (g2, g2), (g2,), (3, num_slots), (3, num_slots))
+      (g2, g2), (g2,))
   idx = jnp.arange(num_nodes)
   n_sbm = params.n_sbm
   valid = idx < n_sbm
@@ -170,60 +233,130 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
   block2 = _categorical(u_g2, jnp.broadcast_to(q2, (num_nodes, g2)))
   # Degree correction: power-law (Pareto, tail exponent gamma - 1) or equal node weights.
   pareto = jnp.maximum(u_w, 1e-6) ** (-1.0 / (params.zipf_gamma - 1.0))
-  weight = jnp.where(params.zipf, jnp.minimum(pareto, num_nodes), 1.0)
+  weight = jnp.where(valid, jnp.where(params.zipf, jnp.minimum(pareto, num_nodes), 1.0), 0.0)
   same_sub = (jnp.arange(b1)[:, None] // g1) == (jnp.arange(b1)[None, :] // g1)
   p1 = _densities(u_p1, u_d1, params.uniform_density1, hp.offdiagonal_coef, same_sub)
   p2 = _densities(u_p2, u_d2, params.uniform_density2, hp.offdiagonal_coef, True)
   m1, m2, _ = edge_targets(params, hp)
   c1, c2 = jax.random.poisson(k_poisson, jnp.stack([m1, m2])).astype(jnp.int32)
-  u1, v1 = _sbm_slots(u_s1, block1, weight, valid, p1)
-  u2, v2 = _sbm_slots(u_s2, block2, weight, valid, p2)
-  slot = jnp.arange(num_slots)
-  first = slot < c1
-  u, v = jnp.where(first, u1, u2), jnp.where(first, v1, v2)
-  mask = slot < jnp.minimum(c1 + c2, num_slots)
+
+  # Nodes of each level sorted by block (padding last): block r of the combined list
+  # (level-1 blocks, then level-2 blocks) is the range [lo[r], hi[r]) of `order`.
+  def by_block(block, num_blocks):
+    block = jnp.where(valid, block, num_blocks)
+    order = jnp.argsort(block, stable=True)
+    sizes = jax.ops.segment_sum(valid.astype(jnp.int32), block, num_segments=num_blocks + 1)[:num_blocks]
+    return order, jnp.cumsum(sizes) - sizes, sizes
+
+  order1, lo1, n1 = by_block(block1, b1)
+  order2, lo2, n2 = by_block(block2, g2)
+  order = jnp.concatenate([order1, order2])
+  lo = jnp.concatenate([lo1, num_nodes + lo2])
+  hi = lo + jnp.concatenate([n1, n2])
+  nodes = _tables(weight[order], (num_nodes, num_nodes), 2 * num_nodes)
+  # Block pairs of both levels and their expected edge counts lambda_rs.
+  pr, ps, np1, np2 = _pair_lists(k1, g1, g2)
+  size = jnp.concatenate([n1, n2]).astype(jnp.float32)
+  dens = jnp.concatenate([p1[pr[:np1], ps[:np1]], p2[pr[np1:] - b1, ps[np1:] - b1]])
+  lam = jnp.where(pr == ps, dens * size[pr] * (size[pr] - 1) / 2, dens * size[pr] * size[ps])
+  pairs = _tables(jnp.maximum(lam, 0.0), (np1, np2), 4 * max(np1, np2))
+  # The last pair of positive weight ends each level's range (a draw at u -> 1 never lands past it).
+  last = jnp.stack([jnp.searchsorted(pairs.cum[:np1], pairs.total[0], side="left"),
+                    np1 + jnp.searchsorted(pairs.cum[np1:], pairs.total[1], side="left")]).astype(jnp.int32)
+  base = jnp.where(lo % num_nodes == 0, 0.0, nodes.cum[jnp.maximum(lo - 1, 0)])
+  top = nodes.cum[jnp.maximum(hi - 1, 0)]
+  pair_lo = jnp.asarray([0, np1], jnp.int32)
+  drawn = jnp.minimum(c1 + c2, num_slots)
+
+  def chunk(i):
+    """Slots ``[i C, (i + 1) C)``: each step's arrays stay in cache."""
+    (x,) = rng.uniforms(jax.random.fold_in(k_slots, i), (3, chunk_size))
+    slot = i * chunk_size + jnp.arange(chunk_size)
+    level = (slot >= c1).astype(jnp.int32)
+    pair = _draw(pairs, level, pair_lo[level], last[level] + 1, 0.0, pairs.total[level], x[0])
+    blk = jnp.concatenate([jnp.asarray(pr)[pair], jnp.asarray(ps)[pair]])
+    ends = order[_draw(nodes, jnp.concatenate([level, level]), lo[blk], hi[blk], base[blk], top[blk],
+                       jnp.concatenate([x[1], x[2]]))]
+    return ends[:chunk_size], ends[chunk_size:], slot < drawn
+
+  chunk_size = min(num_slots, SLOT_CHUNK)
+  num_chunks = -(-num_slots // chunk_size)
+
+  def step(carry):
+    i, u, v, mask = carry
+    cu, cv, cm = chunk(i)
+    return i + 1, u.at[i].set(cu), v.at[i].set(cv), mask.at[i].set(cm)
+
+  # Only the chunks holding drawn edges are computed (the rest stay masked): a graph padded to
+  # the maxima costs what its own edges cost (in a vmapped batch, the batch's largest).
+  empty = jnp.zeros((num_chunks, chunk_size), jnp.int32)
+  _, u, v, mask = jax.lax.while_loop(
+      lambda c: c[0] * chunk_size < drawn, step, (jnp.int32(0), empty, empty, empty.astype(bool)))
+  u, v, mask = (x.reshape(-1)[:num_slots] for x in (u, v, mask))
   return u, v, mask, block1, block2, valid, c1 + c2
 
 
 def _attach(key, graph: graphs.Graph, params: StructureParams, hp: StructureConfig, t_max: int):
   """Preferential attachment: PA node ``t`` (id ``n_sbm + t``) links to randint(1, m) degree-weighted nodes.
 
-  A uniformly drawn entry of the list of edge endpoints is a node drawn with
-  probability proportional to its degree; each new node's endpoints are
-  appended, so later nodes see earlier ones (Barabasi & Albert, 1999).
+  Barabasi & Albert (1999) as the reference runs it, one node after another:
+  node ``t`` draws each target as a uniform entry of the list of edge
+  endpoints (the core's, then those appended by nodes ``< t``), so a node is
+  drawn with probability proportional to its current degree. Vectorised:
+  the number of links of each node is drawn first, which fixes the list's
+  length when node ``t`` draws (``2 E_core + 2 sum_{t' < t} links``); an
+  entry inside the core's part is the node whose degree range contains it
+  (inverse CDF of the core degrees); an entry appended by an earlier node is
+  that node or that node's target, resolved by pointer jumping (``O(log)``
+  rounds of gathers). Same distribution as the sequential loop.
 
   Returns:
-    ``(senders, receivers, mask) [T * m]`` of the PA edges and ``is_pa [N]``.
+    ``(senders, receivers, mask) [T * m]`` of the PA edges (duplicate targets
+    of one node dropped) and ``is_pa [N]``.
   """
   m = hp.pa_max_degree
   n = graph.node_mask.shape[0]
-  ends = jnp.concatenate([graph.senders, graph.receivers])
-  ok = jnp.concatenate([graph.edge_mask, graph.edge_mask])
-  order = jnp.argsort(~ok, stable=True)
-  buf = jnp.concatenate([ends[order], jnp.zeros((2 * t_max * m,), ends.dtype)])
-  count = jnp.sum(ok).astype(jnp.int32)
-  fallback = jnp.argmax(graph.node_mask).astype(ends.dtype)
-
-  def step(carry, inp):
-    buf, count = carry
-    t, u = inp
-    active = t < params.n_pa
-    new = (params.n_sbm + t).astype(ends.dtype)
-    links = rng.randint(u[0], 1, m)
-    pos = jnp.minimum(jnp.floor(u[1:] * count).astype(jnp.int32), jnp.maximum(count - 1, 0))
-    target = jnp.where(count > 0, buf[pos], fallback)
-    use = active & (jnp.arange(m) < links)
-    chunk = jnp.stack([jnp.full((m,), new), target], axis=1).reshape(-1)
-    chunk = jnp.where(jnp.repeat(use, 2), chunk, new)
-    buf = jax.lax.dynamic_update_slice(buf, chunk, (count,))
-    count = count + 2 * jnp.sum(use).astype(jnp.int32)
-    return (buf, count), (jnp.full((m,), new), target, use)
-
+  ones = graph.edge_mask.astype(jnp.int32)
+  deg = (jax.ops.segment_sum(ones, graph.senders, num_segments=n)
+         + jax.ops.segment_sum(ones, graph.receivers, num_segments=n))
+  cumdeg = jnp.cumsum(deg)
+  core_ends = cumdeg[-1]
   (u,) = rng.uniforms(key, (t_max, m + 1))
-  _, (s, r, use) = jax.lax.scan(step, (buf, count), (jnp.arange(t_max), u))
+  t = jnp.arange(t_max, dtype=jnp.int32)
+  active = t < params.n_pa
+  links = jnp.where(active, rng.randint(u[:, 0], 1, m), 0)
+  done_links = jnp.cumsum(links)
+  before = done_links - links
+  count = core_ends + 2 * before  # length of the endpoint list when node t draws
+  pos = jnp.minimum(jnp.floor(u[:, 1:] * count[:, None].astype(jnp.float32)).astype(jnp.int32),
+                    jnp.maximum(count - 1, 0)[:, None])
+  use = jnp.arange(m)[None, :] < links[:, None]
+  core_node = jnp.searchsorted(cumdeg, pos, side="right").astype(jnp.int32)
+  q = jnp.maximum(pos - core_ends, 0)
+  k = q // 2  # the k-th PA link (in order of nodes, then links)
+  owner = jnp.minimum(jnp.searchsorted(done_links, k, side="right"), t_max - 1).astype(jnp.int32)
+  flat = owner * m + (k - before[owner])
+  fallback = jnp.argmax(graph.node_mask).astype(jnp.int32)
+  in_core = pos < core_ends
+  val = jnp.where(count[:, None] == 0, fallback, jnp.where(in_core, core_node, params.n_sbm + owner))
+  done = (count[:, None] == 0) | in_core | (q % 2 == 0) | ~use
+  ptr = jnp.where(done, jnp.arange(t_max * m).reshape(t_max, m), flat)
+  val, done, ptr = val.reshape(-1), done.reshape(-1), ptr.reshape(-1)
+
+  def jump(c):
+    val, done, ptr = c
+    return (jnp.where(~done & done[ptr], val[ptr], val), done | done[ptr],
+            jnp.where(done | done[ptr], ptr, ptr[ptr]))
+
+  val, _, _ = jax.lax.while_loop(lambda c: ~jnp.all(c[1]), jump, (val, done, ptr))
+  target = val.reshape(t_max, m).astype(jnp.int32)
+  # A node that drew the same target twice keeps one edge.
+  same = (target[:, :, None] == target[:, None, :]) & use[:, None, :] & jnp.tri(m, k=-1, dtype=bool)[None]
+  keep = use & ~jnp.any(same, axis=-1)
+  new = jnp.broadcast_to((params.n_sbm + t)[:, None], (t_max, m)).astype(jnp.int32)
   idx = jnp.arange(n)
   is_pa = (idx >= params.n_sbm) & (idx < params.n_sbm + params.n_pa)
-  return s.reshape(-1), r.reshape(-1), use.reshape(-1), is_pa
+  return target.reshape(-1), new.reshape(-1), keep.reshape(-1), is_pa
 
 
 def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig, *,
@@ -254,8 +387,7 @@ def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig, *
   g = graphs.Graph(
       jnp.concatenate([g.senders, ps]), jnp.concatenate([g.receivers, pr]),
       jnp.concatenate([g.edge_mask, pm]), core | is_pa,
-  )
-  g = graphs.simplify(g)
+  )  # already simple: PA edges join a new node to an older one, once per target
   order, new_id = graphs.compacting_permutation(k_perm, g.node_mask)
   g = graphs.relabel(g, new_id, g.node_mask[order])
   keep = lambda b: jnp.where(core & ~is_pa, b, -1)[order].astype(jnp.int32)  # noqa: E731
