@@ -1,4 +1,4 @@
-"""The ``graphpfn_prior`` experiment (smoke run, resume, SIGKILL + resume) and "the graph matters", tested statistically."""
+"""The ``graphpfn_prior`` experiment (smoke run, resume, SIGKILL + resume) and "the graph matters", statistically."""
 
 import dataclasses
 import json
