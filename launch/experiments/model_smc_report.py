@@ -231,6 +231,9 @@ def mixing_line(mx: dict) -> str:
   distinct = len(set(mx["top_runs"]))
   parts.append(f"the {n} runs agree on the top structure" if mx["agree"]
                else f"the {n} runs disagree on the top structure ({distinct} different)")
+  if "total_variation_iid_bound" in mx:
+    parts.append(f"{n} x N independent exact draws would give a TV of at most {mx['total_variation_iid_bound']:.3f} "
+                 "on average")
   parts.append("per-run TV " + "/".join(f"{t:.2f}" for t in mx["total_variation_runs"]))
   parts.append("pooled top's mass per run " + "/".join(f"{m:.2f}" for m in mx["top_mass_runs"])
                + f" (sd {mx['top_mass_spread']:.3f})")
@@ -238,9 +241,12 @@ def mixing_line(mx: dict) -> str:
   if h:
     if h["in_sampler_visited"]:
       parts.append("hill climbing's structure is in the sampler's visited set")
+    elif h["sampler_found_better_or_equal"]:
+      parts.append(f"the sampler's best log p(m) Z(m) ({h['sampler_best_log_joint']:.2f}) is above hill "
+                   f"climbing's ({h['log_joint']:.2f})")
     else:
-      parts.append(f"hill climbing's structure is NOT in the sampler's visited set ("
-                   f"log p(m) Z(m) {h['log_joint']:.2f}; sampler's best {h['sampler_best_log_joint']:.2f})")
+      parts.append(f"hill climbing found a higher log p(m) Z(m) ({h['log_joint']:.2f}) than the sampler visited "
+                   f"({h['sampler_best_log_joint']:.2f})")
   return "; ".join(parts)
 
 
