@@ -114,7 +114,7 @@ def truth_index(task: tasks.Task, system: ode_systems.OdeSystem, library: st.Lib
   lay = model.layout
   truth = np.full((lay.dim,), np.nan)
   names = [""] * lay.dim
-  rates = []
+  rates, slot_state = [], {}
   for s, state in enumerate(library.states):
     tree = ex.parse(task.truth["equations"][state], states=library.states)
     for _, body in ex.split_terms(tree):
@@ -122,6 +122,9 @@ def truth_index(task: tasks.Task, system: ode_systems.OdeSystem, library: st.Lib
       if isinstance(canon, ex.Call) and canon.fn == "neg":  # (-k)*x is the term -(k*x), as in from_equations
         canon = canon.arg
       k = library.add(canon)
+      if k >= len(lay.slot_index):
+        raise ValueError(f"{system.name}: true term {ex.to_text(body)!r} of d{state}/dt is not a body of the true "
+                         f"structure's library {library.keys}")
       # canonical() renames parameters c0, c1, ... in order of appearance in
       # the normalised body; the same order maps the true names onto slots.
       order = ex.params_of(ex._normalize(body))  # pylint: disable=protected-access
@@ -129,15 +132,23 @@ def truth_index(task: tasks.Task, system: ode_systems.OdeSystem, library: st.Lib
         i = int(lay.slot_index[k][s, j])
         truth[i] = float(task.truth["params"][name])
         names[i] = name
+        slot_state[i] = state
         rates.append(i)
+  shared = {n for n in names if n and names.count(n) > 1}
+  for i in rates:  # a parameter shared by several equations has one slot per equation
+    if names[i] in shared:
+      names[i] = f"{names[i]} (d{slot_state[i]})"
   for o, i in enumerate(lay.noise_index):
     truth[i] = noise_scale
     names[i] = f"sigma_{library.states[task.observed[o]]}"
   for s, i in enumerate(lay.init_index):
     truth[i] = float(system.x0[s])
     names[i] = f"{library.states[s]}0"
+  # A true initial state of 0 has no value on the log scale (phi = log x0): no interval can cover it.
+  log_init = model.spec.init_scale == "log"
+  initial = [int(i) for i in lay.init_index if not (log_init and truth[i] <= 0)]
   groups = {"rates": np.asarray(sorted(rates), np.int32), "noise": np.asarray(lay.noise_index, np.int32),
-            "initial": np.asarray(lay.init_index, np.int32)}
+            "initial": np.asarray(initial, np.int32)}
   return TruthIndex(truth, groups, names)
 
 
@@ -254,6 +265,7 @@ def summarize(su: Setup, fits: fit_lib.Fit, out: post.BatchIntervals, rc: RunCon
       "noise": su.task.spec.noise, "noise_scale": su.noise_scale, "rows_fitted": su.fit_config.fit_rows,
       "observed": list(su.task.observed_names), "num_datasets": int(su.signs.shape[0]),
       "params": {g: [index.names[i] for i in idx] for g, idx in index.groups.items()},
+      "not_coverable": [index.names[i] for i in su.model.layout.init_index if i not in set(index.groups["initial"])],
       "methods": methods,
       "fits": {"failed": int(np.sum(~ok_fit)), "not_positive_definite": int(np.sum(~fits.positive_definite)),
                "grad_norm_median": float(np.median(fits.grad_norm)),
@@ -344,6 +356,14 @@ def markdown_table(results: dict) -> str:
         label = f"{g} ({', '.join(sys_['params'][g])})" if g == "rates" else g
         out.append(f"| {sys_['system']} | {method} | {label} | {cells} |")
   out.append("")
+  for method in ("laplace", "mala"):
+    cells = [sys_["methods"][method][g][q] for sys_ in results["systems"] for g in GROUPS
+             if g in sys_["methods"][method] for q in levels]
+    rate_cells = [sys_["methods"][method]["rates"][q] for sys_ in results["systems"] for q in levels]
+    worst = min(cells, key=lambda c: c["z"])
+    out.append(f"- {method}: rates calibrated in {sum(c['calibrated'] for c in rate_cells)} of {len(rate_cells)} "
+               f"(system, level) cells, all parameters in {sum(c['calibrated'] for c in cells)} of {len(cells)}; "
+               f"largest shortfall {worst['z']:+.1f} SE.")
   for sys_ in results["systems"]:
     f, mc = sys_["fits"], sys_["mala"]
     out.append(f"- {sys_['system']}: fits ({f['optimizer']}) {f['failed']} failed, {f['not_positive_definite']} "

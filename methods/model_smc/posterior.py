@@ -58,8 +58,8 @@ class PosteriorConfig(hparams.Hyperparameters):
 
   method: str = F("mala", "Interval method: laplace (Gaussian at the MAP) | mala (MALA chains).", choices=METHODS)
   num_chains: int = F(2, "MALA: chains per structure and dataset (all start at the MAP).", low=1)
-  num_warmup: int = F(200, "MALA: warm-up steps per chain (step size tuned by dual averaging; discarded).", low=1)
-  num_samples: int = F(400, "MALA: kept steps per chain.", low=2)
+  num_warmup: int = F(300, "MALA: warm-up steps per chain (step size tuned by dual averaging; discarded).", low=1)
+  num_samples: int = F(800, "MALA: kept steps per chain.", low=2)
   step_size: float = F(0.3, "MALA: initial step size in whitened coordinates (blackjax's: x + s grad + "
                        "sqrt(2 s) noise).", low=0, low_open=True)
   target_accept: float = F(0.574, "MALA: acceptance rate targeted by the warm-up (Roberts and Rosenthal 1998).",
@@ -264,17 +264,33 @@ def sample_intervals(model: StructuredModel, draws: jax.Array, levels: Sequence[
 
 
 def intervals(model: StructuredModel, cfg: FitConfig, hp: PosteriorConfig, key: jax.Array, signs: jax.Array,
-              data: Data, fit: Fit, levels: Sequence[float], method: str | None = None) -> Intervals:
-  """Intervals of a fitted structure by ``method`` (default ``hp.method``); ``key`` is used by ``mala`` only."""
+              data: Data, phi: jax.Array, neg_hessian: jax.Array, levels: Sequence[float],
+              method: str | None = None) -> Intervals:
+  """Intervals of one fitted structure (MAP ``phi``, ``Fit.neg_hessian``) by ``method`` (default ``hp.method``).
+
+  ``key`` is used by ``mala`` only. Jit it with ``levels`` and ``method``
+  static (:func:`make_intervals`).
+  """
   method = hp.method if method is None else method
-  mask = model.layout.active_mask(signs).astype(fit.phi.dtype)
+  mask = model.layout.active_mask(signs).astype(phi.dtype)
   if method == "laplace":
-    return laplace_intervals(model, fit.phi, fit.neg_hessian, mask, levels)
+    return laplace_intervals(model, phi, neg_hessian, mask, levels)
   if method == "mala":
-    chains = mala_chains(model, cfg, hp, key, signs, data, fit.phi, fit.neg_hessian)
+    chains = mala_chains(model, cfg, hp, key, signs, data, phi, neg_hessian)
     out = sample_intervals(model, chains.phi, levels)
-    return out._replace(ok=out.ok & jnp.all(jnp.isfinite(fit.phi)))
+    return out._replace(ok=out.ok & jnp.all(jnp.isfinite(phi)))
   raise ValueError(f"unknown interval method {method!r}; allowed: {list(METHODS)}")
+
+
+def make_intervals(model: StructuredModel, cfg: FitConfig, hp: PosteriorConfig, levels: Sequence[float],
+                   method: str | None = None):
+  """Jitted ``(key, signs [S, K], data, phi [D], neg_hessian [D, D]) -> Intervals`` of one structure."""
+  levels = _levels(levels)
+
+  def fn(key, signs, data, phi, neg_hessian):
+    return intervals(model, cfg, hp, key, signs, data, phi, neg_hessian, levels, method)
+
+  return jax.jit(fn)
 
 
 class BatchIntervals(NamedTuple):
