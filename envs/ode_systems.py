@@ -1,4 +1,5 @@
-"""Simulated ODE systems with known truth: Lotka-Volterra, SIR, damped oscillator.
+"""Simulated ODE systems with known truth: Lotka-Volterra, SIR, damped oscillator, toggle switch,
+Michaelis-Menten uptake.
 
 Each :class:`OdeSystem` carries its true right-hand side as a ``jnp``
 function, the same equations as text in ModelSMC's expression language (so a
@@ -70,6 +71,18 @@ def _sir(x, p):
   return jnp.stack([-infection, infection - p["gamma"] * i, p["gamma"] * i])
 
 
+def _toggle_switch(x, p):
+  u, v = x[0], x[1]
+  return jnp.stack([p["alpha"] / (p["K"] + v**2) - p["delta"] * u,
+                    p["beta"] / (p["K"] + u**2) - p["delta"] * v])
+
+
+def _monod_uptake(x, p):
+  s, b = x[0], x[1]
+  uptake = s * b / (p["K"] + s)
+  return jnp.stack([-p["vmax"] * uptake, p["yield_vmax"] * uptake - p["death"] * b])
+
+
 def _damped_oscillator(x, p):
   pos, vel = x[0], x[1]
   return jnp.stack([vel, -p["k"] * pos - p["c"] * vel])
@@ -123,9 +136,44 @@ DAMPED_OSCILLATOR = OdeSystem(
     library=("a*x", "a*v"),
 )
 
+# Two mutually repressing genes (Gardner, Cantor and Collins 2000, Nature 403:339): Hill repression with
+# coefficient 2, terms outside the quadratic library; the library holds the true Hill bodies.
+TOGGLE_SWITCH = OdeSystem(
+    name="toggle_switch",
+    states=("u", "v"),
+    equations=("alpha/(K + v^2) - delta*u", "beta/(K + u^2) - delta*v"),
+    params={"alpha": 3.0, "beta": 2.0, "K": 1.0, "delta": 0.8},
+    x0=(0.3, 2.5),
+    dt=0.5,
+    num_points=20,
+    observed=(0, 1),
+    noise="lognormal",
+    noise_scale=0.1,
+    rhs=_toggle_switch,
+    description="Simulated toggle switch: u and v concentrations of two mutually repressing proteins.",
+    library=("a/(b + v^2)", "a/(b + u^2)", "a*u", "a*v", "a", "a*u*v"),
+)
+
+# Michaelis-Menten (Monod) uptake of a substrate S by a biomass B in a batch culture, with biomass death.
+MONOD_UPTAKE = OdeSystem(
+    name="monod_uptake",
+    states=("S", "B"),
+    equations=("-(vmax*S*B/(K + S))", "yield_vmax*S*B/(K + S) - death*B"),
+    params={"vmax": 0.4, "K": 3.0, "yield_vmax": 0.2, "death": 0.04},
+    x0=(10.0, 0.5),
+    dt=1.0,
+    num_points=20,
+    observed=(0, 1),
+    noise="lognormal",
+    noise_scale=0.1,
+    rhs=_monod_uptake,
+    description="Simulated batch culture: S substrate, B biomass (Michaelis-Menten uptake, biomass death).",
+    library=("a*S*B/(b + S)", "a*S", "a*B", "a*S*B", "a"),
+)
+
 # The one table of simulated systems: a new system is one entry here (the
 # ModelSMC experiment runs it with task=sim and --config.sim.system=<name>).
-SYSTEMS = {s.name: s for s in (LOTKA_VOLTERRA, SIR, DAMPED_OSCILLATOR)}
+SYSTEMS = {s.name: s for s in (LOTKA_VOLTERRA, SIR, DAMPED_OSCILLATOR, TOGGLE_SWITCH, MONOD_UPTAKE)}
 NOISE_KINDS = ("lognormal", "gaussian")
 
 
