@@ -83,7 +83,10 @@ def markdown(pairs: list[tuple[str, dict, list[dict]]]) -> str:
   names = []
   for _, _, _, by_name in columns:
     names += [n for n in by_name if n not in names]
-  head = [f"{label or problem} T={budget} ({next(iter(d.values()))['runs']:,} seeds)" for label, problem, budget, d in columns]
+  head = [
+      f"{label or problem} T={budget} ({next(iter(d.values()))['runs']:,} seeds)"
+      for label, problem, budget, d in columns
+  ]
   out = [
       "Error % with the old / new code (same seeds) and z of the difference:\n",
       "| algorithm | " + " | ".join(head) + " |",
