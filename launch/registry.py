@@ -11,6 +11,7 @@ from launch.experiments import flow_matching
 from launch.experiments import graphpfn_prior
 from launch.experiments import model_smc
 from launch.experiments import model_smc_calibration
+from launch.experiments import model_smc_fit_panel
 from launch.experiments import reg
 from launch.experiments import varde_bai
 from launch.experiments import varde_bpi
@@ -25,6 +26,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         varde_bpi.EXPERIMENT,
         model_smc.EXPERIMENT,
         model_smc_calibration.EXPERIMENT,
+        model_smc_fit_panel.EXPERIMENT,
         reg.EXPERIMENT,
         graphpfn_prior.EXPERIMENT,
         flow_matching.EXPERIMENT,

@@ -38,6 +38,7 @@ REPORTS = {
     "model_smc_pelts": ("model_smc", "cpu,task=pelts", ("predictive_bands", "posterior_mass", "diagnostics")),
     "model_smc_flu": ("model_smc", "cpu,task=flu", ("predictive_bands", "posterior_mass")),
     "model_smc_calibration": ("model_smc_calibration", "cpu", ()),
+    "model_smc_fit_panel": ("model_smc_fit_panel", "cpu", ()),
     "reg_cpu": ("reg", "cpu", ("learning_curves",)),
     "flow_matching_cpu": ("flow_matching", "cpu", ("sample_grid", "t_split_curves", "data_reduction")),
     "flow_matching_mnist5k": ("flow_matching", "smoke,dataset=mnist5k,reduction=0", ("sample_grid",)),
