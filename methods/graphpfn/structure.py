@@ -20,7 +20,9 @@ are merged or dropped afterwards, as the reference does).
 
 Cost (CPU or accelerator), for ``S`` edge slots and ``N`` nodes: nothing of
 size ``N x N``. The slots are drawn in chunks of :data:`SLOT_CHUNK` (each
-chunk's arrays stay in cache) by a guide-table inverse CDF (O(1) expected
+chunk's arrays stay in cache; every chunk is computed, since under ``vmap``
+a loop that stops early would carry the whole slot array through a select
+at every step) by a guide-table inverse CDF (O(1) expected
 steps per draw); duplicates go by one sort of the int32 keys ``u N + v``
 (O(S log S)); the largest component by min-label propagation with pointer
 jumping (``envs.graphs.components``); preferential attachment is vectorised
@@ -281,17 +283,7 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
 
   chunk_size = min(num_slots, SLOT_CHUNK)
   num_chunks = -(-num_slots // chunk_size)
-
-  def step(carry):
-    i, u, v, mask = carry
-    cu, cv, cm = chunk(i)
-    return i + 1, u.at[i].set(cu), v.at[i].set(cv), mask.at[i].set(cm)
-
-  # Only the chunks holding drawn edges are computed (the rest stay masked): a graph padded to
-  # the maxima costs what its own edges cost (in a vmapped batch, the batch's largest).
-  empty = jnp.zeros((num_chunks, chunk_size), jnp.int32)
-  _, u, v, mask = jax.lax.while_loop(
-      lambda c: c[0] * chunk_size < drawn, step, (jnp.int32(0), empty, empty, empty.astype(bool)))
+  u, v, mask = jax.lax.map(chunk, jnp.arange(num_chunks))
   u, v, mask = (x.reshape(-1)[:num_slots] for x in (u, v, mask))
   return u, v, mask, block1, block2, valid, c1 + c2
 
