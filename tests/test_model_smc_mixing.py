@@ -87,7 +87,7 @@ def test_final_sweeps_with_elites_leave_the_posterior_invariant(exact_space):
   particles = tuple(st.from_key(keys[i], evaluator.library) for i in rng.choice(len(keys), n, p=p))
   elites = tuple(st.from_key(k, evaluator.library) for k in keys[:6])
   cfg = smc.SMCConfig(num_particles=n, p_include=config.smc.p_include, max_terms=config.smc.max_terms,
-                      elite_prob=0.5)
+                      elite_prob=0.3, prior_prob=0.2)
   state = smc.SMCState(particles, np.zeros(n), evaluator.evaluate(particles), 1.0, 0.0, 1, n, elites)
   for s in range(3):
     state, _ = smc.final_sweep(state, jax.random.key(s), evaluator, g, cfg)
@@ -140,6 +140,7 @@ def test_mixing_line_says_pass_or_fail():
     ({"smc.final_moves": -1.0}, "'smc.final_moves'"),
     ({"smc.final_max_sweeps": 0}, "final_max_sweeps"),
     ({"smc.local_search_steps": 0}, "'smc.local_search_steps'"),
+    ({"smc.prior_prob": 0.9}, "prior_prob"),
 ])
 def test_bad_mixing_keys_fail_before_compute(overrides, words, tmp_path):
   config = smc_config.get_config("smoke,task=pelts")

@@ -210,6 +210,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.smc.local_search = 1
   config.smc.local_search_steps = 10
   config.smc.final_max_sweeps = 10
+  config.smc.prior_prob = 0.1  # elite jumps reversible from any structure
 
   if opts.task in SIMULATED or opts.task == "sim":  # the system's states, noise, rows and library
     system = ode_systems.SYSTEMS[SIMULATED.get(opts.task, opts.system)]

@@ -31,10 +31,13 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
      count (the sum over sweeps of the mean acceptance probability of moves
      that change the structure) reaches ``final_moves`` per particle, or
      ``final_max_sweeps`` sweeps. Their proposal is the mixture
-     ``(1 - eps) q(m' | m) + eps 1[m' in E] / |E|`` with ``eps = elite_prob``:
-     ``E`` is fixed before these sweeps and the mixture's density is exact, so
-     the kernel stays invariant for ``p(m | x)``, and particles in one mode
-     jump to another (an MH independence component restricted to ``E``).
+     ``(1 - eps - delta) q(m' | m) + eps 1[m' in E] / |E| + delta p(m')`` with
+     ``eps = elite_prob`` and ``delta = prior_prob``: ``E`` is fixed before
+     these sweeps and the mixture's density is exact, so the kernel stays
+     invariant for ``p(m | x)``, and particles jump to the elites (an MH
+     independence component restricted to ``E``; the prior component makes
+     the jump's reverse possible from any structure, not only from an elite
+     or a grammar neighbour of one).
 
 Independent runs (``num_runs``, each with its own key, particles and elite
 set) are pooled with equal weight per run (:func:`run_pooled`,
@@ -97,12 +100,17 @@ class SMCConfig(hparams.Hyperparameters):
   final_moves: float = hparams.field(
       2.0, "Final sweeps at beta = 1 until the acceptance-weighted move count per particle reaches this.", low=0)
   final_max_sweeps: int = hparams.field(10, "Cap on the final sweeps at beta = 1.", low=0)
+  prior_prob: float = hparams.field(
+      0.0, "delta: probability that a final sweep proposes a fresh prior draw (an elite jump is then reversible "
+      "from any structure).", low=0, high=1, high_open=True)
 
   def checks(self):
     if len(self.move_probs) != 4 or sum(self.move_probs) <= 0:
       yield "move_probs", "four non-negative probabilities (add, remove, replace, operator) with a positive sum"
     if self.elite_prob > 0 and self.num_elites < 2:
       yield "num_elites", f"elite jumps (elite_prob={self.elite_prob}) need num_elites >= 2 (or elite_prob=0)"
+    if self.elite_prob + self.prior_prob >= 1:
+      yield "prior_prob", f"elite_prob + prior_prob = {self.elite_prob + self.prior_prob:g} leaves no grammar moves"
     if self.final_moves > 0 and self.final_max_sweeps < 1:
       yield "final_max_sweeps", f"final_moves={self.final_moves} needs final_max_sweeps >= 1 (or final_moves=0)"
 
@@ -210,12 +218,13 @@ def _log_prior_fn(evaluator: Evaluator, cfg: SMCConfig) -> Callable[[st.Structur
 
 
 def _log_q(grammar: GrammarProposal, to: st.Structure, frm: st.Structure, elites: frozenset,
-           num_elites: int, eps: float) -> float:
-  """``log q(to | frm)`` of the mixture ``(1 - eps) q_grammar + eps Uniform(E)``."""
+           num_elites: int, eps: float, delta: float = 0.0, log_prior_to: float = -math.inf) -> float:
+  """``log q(to | frm)`` of the mixture ``(1 - eps - delta) q_grammar + eps Uniform(E) + delta p``."""
   lq = grammar.log_prob(to, frm)
-  if eps <= 0 or not num_elites:
+  if (eps <= 0 or not num_elites) and delta <= 0:
     return lq
-  q = (1 - eps) * (math.exp(lq) if lq > -math.inf else 0.0) + (eps / num_elites if to in elites else 0.0)
+  q = ((1 - eps - delta) * (math.exp(lq) if lq > -math.inf else 0.0)
+       + (eps / num_elites if num_elites and to in elites else 0.0) + delta * math.exp(log_prior_to))
   return math.log(q) if q > 0 else -math.inf
 
 
@@ -239,10 +248,19 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
   u = np.asarray(jax.random.uniform(k_prop, (n,)), np.float64)
   log_v = np.log(np.asarray(jax.random.uniform(k_acc, (n,)), np.float64))
   eps = cfg.elite_prob if elites else 0.0
-  if eps > 0:
+  delta = cfg.prior_prob if elites else 0.0
+  if eps > 0 or delta > 0:
     u_mix = np.asarray(jax.random.uniform(k_mix, (n,)), np.float64)
-    proposed = [elites[min(int(ui * len(elites)), len(elites) - 1)] if um < eps else grammar.sample(m, ui)
-                for m, ui, um in zip(particles, u, u_mix)]
+    rng = host_rng(k_mix)
+    k_all, n_states = len(evaluator.library), len(evaluator.library.states)
+    proposed = []
+    for m, ui, um in zip(particles, u, u_mix):
+      if um < eps:
+        proposed.append(elites[min(int(ui * len(elites)), len(elites) - 1)])
+      elif um < eps + delta:
+        proposed.append(st.sample_prior(rng, k_all, n_states, p_include=cfg.p_include, max_terms=cfg.max_terms))
+      else:
+        proposed.append(grammar.sample(m, ui))
   else:
     proposed = [grammar.sample(m, ui) for m, ui in zip(particles, u)]
   lz_prop = evaluator.evaluate(proposed)
@@ -253,9 +271,10 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
   for i, (m, m2) in enumerate(zip(particles, proposed)):
     if m2 == m:
       continue
-    log_a = _log_accept(beta, lz_prop[i], log_z[i], prior(m2), prior(m),
-                        _log_q(grammar, m, m2, elite_set, len(elites), eps),
-                        _log_q(grammar, m2, m, elite_set, len(elites), eps))
+    lp_new, lp_old = prior(m2), prior(m)
+    log_a = _log_accept(beta, lz_prop[i], log_z[i], lp_new, lp_old,
+                        _log_q(grammar, m, m2, elite_set, len(elites), eps, delta, lp_old),
+                        _log_q(grammar, m2, m, elite_set, len(elites), eps, delta, lp_new))
     prob[i] = math.exp(min(log_a, 0.0))
     if log_v[i] < log_a:
       out_p[i], out_z[i], accepted[i] = m2, lz_prop[i], True
