@@ -21,6 +21,7 @@ DEMOS = (
     ("varde_mcts", "smoke,envs=tree"),
     ("varde_bpi", "smoke"),
     ("model_smc", "cpu,task=pelts"),
+    ("model_smc_fit_panel", "smoke"),
     ("model_smc_calibration", "smoke"),
     ("reg", "cpu,tasks=pendulum,kinds=medium"),
     ("graphpfn_prior", "smoke,probe_graphs=0"),

@@ -15,15 +15,15 @@ from methods.common import hparams
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>"``; smoke: two structures of two tasks, 4 SciPy starts."""
+  """Config for ``arg`` = ``"<preset>"``; smoke (``make demo``): two pelts structures, 3 SciPy starts."""
   from launch.experiments import model_smc_fit_panel as panel  # pylint: disable=g-import-not-at-top
   opts = common.parse_arg(arg)
   config = common.base_config("model_smc_fit_panel", opts.preset)
   config.panel = ml_collections.ConfigDict(hparams.to_config(panel.Panel))
   if opts.preset == "smoke":
-    config.panel.tasks = ("pelts", "toggle_switch")
+    config.panel.tasks = ("pelts",)
     config.panel.structures_per_task = 2
-    config.panel.scipy_starts = 4
+    config.panel.scipy_starts = 3
     config.panel.compare_adam = False
   elif opts.preset == "paper":
     config.panel.structures_per_task = 40
