@@ -62,7 +62,7 @@ GROUPS = ("rates", "noise", "initial")
 class RunConfig(hparams.Hyperparameters):
   """The study's own keys (the sampler's are section ``posterior``)."""
 
-  systems: tuple[str, ...] = F(("lotka_volterra", "sir", "damped_oscillator"),
+  systems: tuple[str, ...] = F(("lotka_volterra", "sir", "damped_oscillator", "toggle_switch", "monod_uptake"),
                                "Simulated systems (keys of envs.ode_systems.SYSTEMS).",
                                choices=tuple(ode_systems.SYSTEMS), nonempty=True, unique=True)
   num_datasets: int = F(64, "Simulated datasets per system (true parameters fixed, noise redrawn).", low=2)
