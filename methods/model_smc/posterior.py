@@ -33,6 +33,7 @@ datasets (:func:`make_batch_intervals` jits both methods over a batch).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from typing import Callable, NamedTuple, Sequence
 
@@ -284,9 +285,16 @@ def intervals(model: StructuredModel, cfg: FitConfig, hp: PosteriorConfig, key: 
 
 def make_intervals(model: StructuredModel, cfg: FitConfig, hp: PosteriorConfig, levels: Sequence[float],
                    method: str | None = None):
-  """Jitted ``(key, signs [S, K], data, phi [D], neg_hessian [D, D]) -> Intervals`` of one structure."""
-  levels = _levels(levels)
+  """Jitted ``(key, signs [S, K], data, phi [D], neg_hessian [D, D]) -> Intervals`` of one structure.
 
+  Cached per (model, configs, levels, method): every structure over one
+  library shares one compiled function.
+  """
+  return _make_intervals(model, cfg, hp, _levels(levels), method)
+
+
+@functools.lru_cache(maxsize=32)
+def _make_intervals(model, cfg, hp, levels, method):
   def fn(key, signs, data, phi, neg_hessian):
     return intervals(model, cfg, hp, key, signs, data, phi, neg_hessian, levels, method)
 
