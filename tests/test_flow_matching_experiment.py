@@ -156,7 +156,8 @@ def test_nan_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
   monkeypatch.setattr(fm_exp, "chunk_fn", poisoned)
   work = str(tmp_path / "run")
   with pytest.raises(ckpt_lib.NonFiniteError) as e:
-    runner.run(_config(tmp_path, **{"classifier.steps": 10, "autoencoder.steps": 10}), work)  # aux: not tested
+    runner.run(_config(tmp_path, **{"classifier.steps": 10, "autoencoder.steps": 10, "large.width": 32,
+                                    "large.depth": 1}), work)  # only the stop is tested: small and short
   msg = str(e.value)
   assert "loss of model large_s0 at training step 138" in msg and "last good checkpoint (step 2) is kept" in msg
   ck = ckpt_lib.Checkpointer(os.path.join(os.path.abspath(work), "checkpoints"))
