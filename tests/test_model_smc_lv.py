@@ -33,8 +33,14 @@ def lv():
 @pytest.mark.slow
 def test_true_structure_has_the_largest_posterior_mass(lv):
   config, task, lib, evaluator = lv
-  cfg = smc.SMCConfig(num_particles=48, mcmc_steps=config.smc.mcmc_steps, max_delta=config.smc.max_delta,
-                      p_include=config.smc.p_include, max_terms=config.smc.max_terms)
+  # With every structure fitted to its optimum, this dataset has a local mode
+  # 12 nats below the truth (dx/dt = +x - y^2, dy/dt = +x^2 - y; the Adam fit
+  # scored it 20 nats lower still) that 48 particles with the preset's 2 MH
+  # steps per temperature do not leave: the sampler needs more particles,
+  # more moves per temperature and the final phase's ascent and prior jumps.
+  cfg = smc.SMCConfig(num_particles=96, mcmc_steps=5, max_delta=config.smc.max_delta,
+                      p_include=config.smc.p_include, max_terms=config.smc.max_terms,
+                      local_search_steps=10, prior_prob=0.1)
   g = grammar.GrammarProposal(lib, max_terms=config.smc.max_terms)
   final = smc.run(jax.random.key(0), evaluator, g, cfg)
   assert final.beta == 1.0
