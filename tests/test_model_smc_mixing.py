@@ -23,6 +23,7 @@ from launch.experiments import model_smc_report as report
 from launch.experiments import model_smc_sampler as sampler
 from launch.experiments import model_smc_tasks as tasks
 from methods.model_smc import grammar as grammar_lib
+from methods.model_smc import pooled as pooled_lib
 from methods.model_smc import reference
 from methods.model_smc import smc
 from methods.model_smc import structure as st
@@ -31,9 +32,9 @@ from methods.model_smc import structure as st
 def test_total_variation_on_a_hand_example():
   p = {"a": 0.5, "b": 0.5}
   q = {"a": 0.25, "c": 0.75}
-  assert smc.total_variation(p, q) == pytest.approx(0.5 * (0.25 + 0.5 + 0.75))
-  assert smc.total_variation(p, dict(p)) == 0.0
-  assert smc.total_variation({"a": 1.0}, {"b": 1.0}) == 1.0
+  assert pooled_lib.total_variation(p, q) == pytest.approx(0.5 * (0.25 + 0.5 + 0.75))
+  assert pooled_lib.total_variation(p, dict(p)) == 0.0
+  assert pooled_lib.total_variation({"a": 1.0}, {"b": 1.0}) == 1.0
 
 
 def _exact(fit_all: bool):
@@ -59,16 +60,16 @@ def test_pooled_rejuvenated_mass_matches_the_visited_posterior(exact_space):
   assert len(exact) == len(space) and max(exact.values()) < 0.95
   cfg = smc.SMCConfig(num_particles=50, num_runs=4, mcmc_steps=1, p_include=config.smc.p_include,
                       max_terms=config.smc.max_terms, final_moves=2.0, elite_prob=0.2, local_search=1)
-  pooled = smc.run_pooled(jax.random.key(7), evaluator, g, cfg)
+  pooled = pooled_lib.run_pooled(jax.random.key(7), evaluator, g, cfg)
   assert len(pooled.runs) == 4 and all(smc.finished(s, cfg) for s in pooled.runs)
   assert all(s.elites and s.moves > 0 for s in pooled.runs)
-  mass = smc.pooled_mass(pooled.runs, evaluator.key)
+  mass = pooled_lib.pooled_mass(pooled.runs, evaluator.key)
   assert sum(mass.values()) == pytest.approx(1.0)
   # n independent draws from p have E[TV] <= 0.5 sum_m sqrt(p(m) (1 - p(m)) / n); the runs' particles are
   # correlated (resampling), so allow three times the bound for n = runs x particles.
   p = np.array(list(exact.values()))
   bound = 0.5 * np.sqrt(p * (1 - p) / (cfg.num_runs * cfg.num_particles)).sum()
-  assert smc.total_variation(mass, exact) < 3 * bound, (smc.total_variation(mass, exact), bound)
+  assert pooled_lib.total_variation(mass, exact) < 3 * bound, (pooled_lib.total_variation(mass, exact), bound)
   assert next(iter(mass)) == next(iter(exact))
   # Run 0 of the pooled sampler is the single run with the same key.
   single = smc.run(jax.random.key(7), evaluator, g, cfg)
@@ -93,7 +94,7 @@ def test_final_sweeps_with_elites_leave_the_posterior_invariant(exact_space):
     state, _ = smc.final_sweep(state, jax.random.key(s), evaluator, g, cfg)
   freq = smc.posterior_mass(state.particles, state.log_weights, evaluator.key)
   bound = 0.5 * np.sqrt(p * (1 - p) / n).sum()
-  assert smc.total_variation(freq, exact) < 3 * bound, (smc.total_variation(freq, exact), bound)
+  assert pooled_lib.total_variation(freq, exact) < 3 * bound, (pooled_lib.total_variation(freq, exact), bound)
   assert state.moves > 0.05
 
 
@@ -101,7 +102,7 @@ def test_hill_climbing_structure_is_in_the_samplers_visited_set():
   config, evaluator, g, _ = _exact(fit_all=False)
   cfg = smc.SMCConfig(num_particles=24, num_runs=1, mcmc_steps=1, p_include=config.smc.p_include,
                       max_terms=config.smc.max_terms, local_search=1)
-  pooled = smc.run_pooled(jax.random.key(3), evaluator, g, cfg)
+  pooled = pooled_lib.run_pooled(jax.random.key(3), evaluator, g, cfg)
   fitted = tuple(evaluator.cache)
   proposals = sum(s.proposals for s in pooled.runs)
   start = st.sample_prior(smc.host_rng(jax.random.key(1)), len(evaluator.library), len(evaluator.library.states),
@@ -109,7 +110,7 @@ def test_hill_climbing_structure_is_in_the_samplers_visited_set():
   res = reference.hill_climb(jax.random.key(2), evaluator, reference.grammar_proposer(g), budget=proposals,
                              start=start, chunk=evaluator.batch_size)
   hill = {"structure": res.structure}
-  sampled = sampler.Sampled(particles=pooled.runs[0].particles, mass=smc.pooled_mass(pooled.runs, evaluator.key),
+  sampled = sampler.Sampled(particles=pooled.runs[0].particles, mass=pooled_lib.pooled_mass(pooled.runs, evaluator.key),
                             iterations=0, beta=1.0, log_normalizer=0.0, proposals=proposals, diagnostics=[],
                             elapsed=0.0, rejections={}, fits=len(fitted), fitted=fitted,
                             runs=tuple(sampler.run_summary(s, evaluator) for s in pooled.runs))

@@ -24,6 +24,7 @@ from launch.runtime import Context
 from methods.common import hparams
 from methods.model_smc import expr as ex
 from methods.model_smc import llm as llm_lib
+from methods.model_smc import pooled as pooled_lib
 from methods.model_smc import reference
 from methods.model_smc import smc
 from methods.model_smc import structure as st
@@ -148,7 +149,7 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
           tuple(decode_structure(p, lib) for p in d["particles"]), np.array(arrays.log_weights[r], np.float64),
           np.array(arrays.log_evidence[r], np.float64), float(arrays.beta[r]), float(arrays.log_normalizer[r]),
           int(d["iteration"]), int(d["proposals"]), elites, int(d["sweeps"]), float(d["moves"])))
-    return smc.PooledState(tuple(runs))
+    return pooled_lib.PooledState(tuple(runs))
 
   def fraction(pooled):
     if not pooled.runs:
@@ -158,8 +159,8 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
 
   return _Algorithm(
       num_particles=cfg.num_particles, template=lambda: SamplerArrays.make(shape),
-      run=lambda state, cb: smc.run_pooled(key, evaluator, grammar, cfg, state=state, callback=cb),
-      fraction=fraction, finished=lambda pooled: smc.pooled_finished(pooled, cfg),
+      run=lambda state, cb: pooled_lib.run_pooled(key, evaluator, grammar, cfg, state=state, callback=cb),
+      fraction=fraction, finished=lambda pooled: pooled_lib.pooled_finished(pooled, cfg),
       metrics=metrics, encode=encode, decode=decode)
 
 
@@ -243,9 +244,9 @@ def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional
   final = alg.run(state, callback)
   runs = ()
   if config.algorithm == "tempered":
-    mass = smc.pooled_mass(final.runs, evaluator.key)
+    mass = pooled_lib.pooled_mass(final.runs, evaluator.key)
     beta = min(s.beta for s in final.runs)
-    log_normalizer, rejections = smc.pooled_log_normalizer(final.runs), {}
+    log_normalizer, rejections = pooled_lib.pooled_log_normalizer(final.runs), {}
     runs = tuple(run_summary(s, evaluator) for s in final.runs)
     particles = tuple(m for s in final.runs for m in s.particles)
     iterations = sum(s.iteration for s in final.runs)
@@ -310,8 +311,8 @@ def mixing_check(config, evaluator, sampled: Sampled, hill: Optional[dict]) -> d
   top_masses = [float(m.get(top, 0.0)) for m in per_run]
   out = {
       "num_runs": len(per_run), "num_structures": len(v),
-      "total_variation": smc.total_variation(sampled.mass, v),
-      "total_variation_runs": [smc.total_variation(m, v) for m in per_run],
+      "total_variation": pooled_lib.total_variation(sampled.mass, v),
+      "total_variation_runs": [pooled_lib.total_variation(m, v) for m in per_run],
       "top_runs": tops, "agree": len(set(tops)) == 1, "top": top, "top_mass_runs": top_masses,
       "top_mass_spread": float(np.std(top_masses, ddof=1)) if len(top_masses) > 1 else 0.0,
       "visited_top": next(iter(v)), "visited_top_mass": float(next(iter(v.values()))), "threshold": TV_PASS,

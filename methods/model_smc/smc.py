@@ -40,8 +40,8 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
      or a grammar neighbour of one).
 
 Independent runs (``num_runs``, each with its own key, particles and elite
-set) are pooled with equal weight per run (:func:`run_pooled`,
-:func:`pooled_mass`); their spread is the multi-run check of mixing.
+set) are pooled with equal weight per run (:func:`methods.model_smc.pooled.run_pooled`,
+:func:`methods.model_smc.pooled.pooled_mass`); their spread is the multi-run check of mixing.
 
 The structures are discrete Python objects, so this loop runs on the host;
 each sweep's new structures are fitted together by one jitted, vmapped call
@@ -390,7 +390,6 @@ def finished(state: SMCState, cfg: SMCConfig) -> bool:
 
 
 _FINAL_STREAM = 2**31 - 1  # fold_in data of the final sweeps' keys (tempering steps use 1, 2, ...)
-_RUN_STREAM = 2**30  # run r > 0 of run_pooled uses fold_in(key, _RUN_STREAM + r)
 
 
 def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMCConfig, *,
@@ -430,62 +429,3 @@ def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMC
     if callback is not None:
       callback(state, info)
   return state
-
-
-class PooledState(NamedTuple):
-  """Independent runs of :func:`run_pooled`: the finished ones, then the one in progress."""
-
-  runs: tuple[SMCState, ...]
-
-
-def run_key(key: jax.Array, r: int) -> jax.Array:
-  """The key of run ``r`` (run 0 is :func:`run` with ``key`` itself)."""
-  return key if r == 0 else jax.random.fold_in(key, _RUN_STREAM + r)
-
-
-def pooled_finished(state: PooledState, cfg: SMCConfig) -> bool:
-  return len(state.runs) == cfg.num_runs and finished(state.runs[-1], cfg)
-
-
-def run_pooled(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMCConfig, *,
-               state: Optional[PooledState] = None,
-               callback: Optional[Callable[[PooledState, StepInfo], None]] = None) -> PooledState:
-  """``cfg.num_runs`` independent runs of :func:`run` (resumable; one evaluator cache).
-
-  The evaluator's cache is shared (``Z(m)`` is a deterministic function of
-  ``m``), which saves fits but does not couple the runs: each run's
-  particles, weights and elite set depend on its own key only.
-  """
-  runs = list(state.runs) if state is not None else []
-  for r in range(cfg.num_runs):
-    if r < len(runs) and finished(runs[r], cfg):
-      continue
-    done = tuple(runs[:r])
-
-    def cb(s, info, done=done, r=r):
-      if callback is not None:
-        callback(PooledState(done + (s,)), info._replace(run=r))
-
-    runs[r:] = [run(run_key(key, r), evaluator, grammar, cfg, state=runs[r] if r < len(runs) else None,
-                    callback=cb)]
-  return PooledState(tuple(runs))
-
-
-def pooled_mass(runs, key_fn: Callable) -> dict:
-  """Equal-weight average of the runs' :func:`posterior_mass`, largest first."""
-  total = collections.defaultdict(float)
-  for s in runs:
-    for k, v in posterior_mass(s.particles, s.log_weights, key_fn).items():
-      total[k] += v / len(runs)
-  return dict(sorted(total.items(), key=lambda kv: -kv[1]))
-
-
-def pooled_log_normalizer(runs) -> float:
-  """``log`` of the mean of the runs' normaliser estimates (each unbiased for ``sum_m p(m) Z(m)``)."""
-  z = np.array([s.log_normalizer for s in runs], np.float64)
-  return float(np.logaddexp.reduce(z) - math.log(len(z)))
-
-
-def total_variation(p: dict, q: dict) -> float:
-  """``0.5 sum_m |p(m) - q(m)|`` over the union of the keys (a missing key has mass 0)."""
-  return 0.5 * float(sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q)))
