@@ -311,6 +311,14 @@ def _verdict(row: dict) -> str:
   return "yes" if row["calibrated"] else "**no**"
 
 
+def _coverage_rows(sys_: dict):
+  """``(method, parameter group, {level: cell})`` of one system's results, in table order."""
+  for method, rows in sys_["methods"].items():
+    for g in GROUPS:
+      if g in rows:
+        yield method, g, rows[g]
+
+
 def format_table(results: dict) -> str:
   """Plain-text summary: coverage per system, method and level."""
   levels = [str(q) for q in results["levels"]]
@@ -319,13 +327,10 @@ def format_table(results: dict) -> str:
   head = f"{'system':<20}{'method':<9}{'params':<9}" + "".join(f"{'cov' + q:>16}{'ok':>5}" for q in levels)
   lines.append(head)
   for sys_ in results["systems"]:
-    for method, rows in sys_["methods"].items():
-      for g in GROUPS:
-        if g not in rows:
-          continue
-        cells = "".join(f"{rows[g][q]['coverage']:>9.3f} ± {rows[g][q]['se']:.3f}{'y' if rows[g][q]['calibrated'] else 'N':>4}"
-                        for q in levels)
-        lines.append(f"{sys_['system']:<20}{method:<9}{g:<9}{cells}")
+    for method, g, row in _coverage_rows(sys_):
+      cells = "".join(f"{row[q]['coverage']:>9.3f} ± {row[q]['se']:.3f}{'y' if row[q]['calibrated'] else 'N':>4}"
+                      for q in levels)
+      lines.append(f"{sys_['system']:<20}{method:<9}{g:<9}{cells}")
     f, mc = sys_["fits"], sys_["mala"]
     lines.append(f"  fits: {f['failed']} failed, {f['not_positive_definite']} Hessians not PD, median |grad| "
                  f"{f['grad_norm_median']:.2g}; MALA: acceptance {mc['accept_median']:.2f}, max R-hat "
@@ -347,14 +352,11 @@ def markdown_table(results: dict) -> str:
   out.append("| system | method | parameters | " + " | ".join(f"{float(q):.0%} coverage" for q in levels) + " |")
   out.append("|---|---|---|" + "---:|" * len(levels))
   for sys_ in results["systems"]:
-    for method, rows in sys_["methods"].items():
-      for g in GROUPS:
-        if g not in rows:
-          continue
-        cells = " | ".join(f"{rows[g][q]['coverage']:.3f} ± {rows[g][q]['se']:.3f} "
-                           f"{'✓' if rows[g][q]['calibrated'] else '✗'}" for q in levels)
-        label = f"{g} ({', '.join(sys_['params'][g])})" if g == "rates" else g
-        out.append(f"| {sys_['system']} | {method} | {label} | {cells} |")
+    for method, g, row in _coverage_rows(sys_):
+      cells = " | ".join(f"{row[q]['coverage']:.3f} ± {row[q]['se']:.3f} "
+                         f"{'✓' if row[q]['calibrated'] else '✗'}" for q in levels)
+      label = f"{g} ({', '.join(sys_['params'][g])})" if g == "rates" else g
+      out.append(f"| {sys_['system']} | {method} | {label} | {cells} |")
   out.append("")
   for method in ("laplace", "mala"):
     cells = [sys_["methods"][method][g][q] for sys_ in results["systems"] for g in GROUPS
