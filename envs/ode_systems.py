@@ -104,16 +104,19 @@ LOTKA_VOLTERRA = OdeSystem(
     description="Simulated predator-prey data: x prey, y predator, one row per time unit.",
 )
 
-# Units: hundreds of people (the 1978 school had N = 763); time in days.
+# Units: hundreds of people (the 1978 school had N = 763: 761 susceptible, one infected, one recovered at
+# t = 0); time in days. Every state starts positive, as log-normal observations need (a state at 0 has no
+# log: its t = 0 observation would not follow the fitted model), and every state is observed: with S
+# latent only the product beta * S(0) of dI/dt would be identified (the real influenza task keeps S latent).
 SIR = OdeSystem(
     name="sir",
     states=("S", "I", "R"),
     equations=("-beta*S*I", "beta*S*I - gamma*I", "gamma*I"),
     params={"beta": 0.25, "gamma": 0.5},
-    x0=(7.62, 0.01, 0.0),
+    x0=(7.61, 0.01, 0.01),
     dt=1.0,
     num_points=15,
-    observed=(1, 2),
+    observed=(0, 1, 2),
     noise="lognormal",
     noise_scale=0.15,
     rhs=_sir,

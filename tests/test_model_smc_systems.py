@@ -7,6 +7,7 @@ import pytest
 from envs import ode_systems
 from methods.model_smc import expr as ex
 from methods.model_smc import interpret
+from methods.model_smc.model import ProblemSpec
 
 
 @pytest.mark.parametrize("name", sorted(ode_systems.SYSTEMS))
@@ -30,3 +31,14 @@ def test_sir_conserves_its_population_and_noise_is_as_declared():
   y, zz = ode_systems.simulate(jax.random.key(0), ode_systems.LOTKA_VOLTERRA, num_points=200, noise_scale=0.25)
   r = np.log(np.asarray(y)) - np.log(np.asarray(zz))
   assert abs(r.std() - 0.25) < 4 * 0.25 / np.sqrt(2 * r.size)
+
+
+@pytest.mark.parametrize("name", sorted(ode_systems.SYSTEMS))
+def test_lognormal_systems_stay_where_the_fitted_model_has_a_log(name):
+  """Log-normal observations need every observed state, from t = 0 on, well above the model's log floor."""
+  system = ode_systems.SYSTEMS[name]
+  if system.noise != "lognormal":
+    return
+  z = np.asarray(ode_systems.solve(system))[:, list(system.observed)]
+  assert np.all(np.asarray(system.x0) > 0), system.x0
+  assert np.all(z > 1e3 * ProblemSpec().log_floor), z.min(axis=0)
