@@ -5,9 +5,13 @@ restarts minimise the negative log joint in log-parameter space, all
 restarts vmapped; the best restart is polished by a few saddle-free Newton
 steps (``|eigenvalues|`` of the masked Hessian), then scored by the selected
 evidence (:mod:`methods.model_smc.evidence`). Restart 0 starts from gradient
-matching (or the prior centre), the others from it plus Gaussian jitter drawn
-with the structure's own key, so a structure's evidence is a deterministic
-function of the structure and the seed. A restart whose objective was never
+matching (or the prior centre); restarts ``1..knockouts`` each switch off one
+active term parameter (set it ``knockout_sd`` prior sds below the prior
+location; in log space a rate near zero is a flat region that a restart from
+the middle does not reach, and the best fit of a poor structure often has a
+term switched off); the others start from gradient matching plus Gaussian
+jitter drawn with the structure's own key, so a structure's evidence is a
+deterministic function of the structure and the seed. A restart whose objective was never
 finite is counted (``Fit.nonfinite_restarts``); a structure whose restarts
 were all non-finite is a failed fit (``-inf`` evidence, labelled as such by
 the evaluator), not a low evidence.
@@ -81,6 +85,13 @@ class FitConfig(hparams.Hyperparameters):
   steps: int = F(300, "Adam: steps per restart.", low=1)
   learning_rate: float = F(0.05, "Adam: initial step (cosine-decayed to 5%).", low=0, low_open=True)
   jitter: float = F(0.5, "Sd of the restarts' perturbations of the start (log space).", low=0)
+  knockouts: int = F(6, "Restarts 1..knockouts each start with one active term parameter switched off (one "
+                     "per parameter, in slot order; restarts beyond the structure's parameters are jittered).",
+                     low=0)
+  knockout_prob: float = F(0.2, "The other jittered restarts switch off each active term parameter with this "
+                           "probability (several terms at once).", low=0, high=1)
+  knockout_sd: float = F(5.0, "A switched-off parameter starts this many prior sds below the prior location.",
+                         low=0)
   newton_steps: int = F(3, "Saddle-free Newton polishing steps after the optimiser.", low=0)
   eig_floor: float = F(1e-6, "Floor of |eigenvalues| in Newton steps and Laplace.", low=0, low_open=True)
   batch_size: int = F(16, "Structures per compiled call (rounded up to a multiple of the devices).", low=1)
@@ -313,6 +324,33 @@ def _polish(model, cfg, signs, data, phi, val, mask):
   return jax.lax.fori_loop(0, cfg.newton_steps + 1, body, init)
 
 
+def _knockout_starts(model: StructuredModel, cfg: FitConfig, starts: jax.Array, slot_mask: jax.Array,
+                     key: jax.Array) -> jax.Array:
+  """``starts [R, D]`` with term parameters switched off (``loc - knockout_sd * scale`` of their prior).
+
+  Restart ``j`` in ``1..knockouts`` is ``starts[0]`` with the ``j``-th active
+  slot parameter (slot order) switched off (an index beyond the active
+  parameters keeps its jittered start); every later restart keeps its jitter
+  and switches off each active slot parameter with probability
+  ``knockout_prob``, drawn with ``key``.
+  """
+  loc, scale = model.spec.param_prior
+  off = loc - cfg.knockout_sd * scale
+  on = slot_mask > 0
+  drop = jax.random.bernoulli(key, cfg.knockout_prob, starts.shape) & on[None, :]
+  drop = drop.at[0].set(False)
+  starts = jnp.where(drop, off, starts)
+  count = min(cfg.knockouts, cfg.restarts - 1)
+  if count <= 0:
+    return starts
+  d = starts.shape[1]
+  which = jnp.argsort(jnp.where(on, 0, 1), stable=True)[:count]  # active slot parameters first
+  valid = jnp.arange(count) < jnp.sum(on)
+  hot = jax.nn.one_hot(which, d, dtype=starts.dtype)  # [count, D]
+  knocked = starts[0][None, :] * (1 - hot) + off * hot
+  return starts.at[1:1 + count].set(jnp.where(valid[:, None], knocked, starts[1:1 + count]))
+
+
 def fit_structure(model: StructuredModel, cfg: FitConfig, signs: jax.Array, key: jax.Array,
                   data: Data) -> Fit:
   """Fits structure ``signs [S, K]`` to ``data``; ``key`` draws the restarts' jitter."""
@@ -322,6 +360,7 @@ def fit_structure(model: StructuredModel, cfg: FitConfig, signs: jax.Array, key:
   eps = jax.random.normal(key, (cfg.restarts, base.shape[0]), base.dtype)
   eps = eps.at[0].set(0.0)
   starts = base[None, :] + cfg.jitter * eps * slot_mask[None, :]
+  starts = _knockout_starts(model, cfg, starts, slot_mask, jax.random.fold_in(key, 1))
   if cfg.optimizer == "bfgs":
     run = lambda p0, n: _bfgs(model, cfg, signs, data, p0, mask, n)  # noqa: E731
     if cfg.keep < cfg.restarts:  # screen every restart, continue the best `keep` only
