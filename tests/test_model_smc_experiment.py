@@ -39,6 +39,8 @@ def _config(arg="smoke,task=pelts", **overrides):
     ({"baselines": ("sindy", "sindy")}, "duplicate"),
     ({"baselines": ("gp",)}, "'baselines'"),
     ({"problem.noise": "poisson"}, "'problem.noise'"),
+    ({"posterior.method": "nuts"}, "'posterior.method'"),
+    ({"posterior.num_samples": 1}, "'posterior.num_samples'"),
 ])
 def test_bad_configs_fail_before_compute_naming_the_key(overrides, words, tmp_path):
   config = _config(**overrides)
@@ -154,3 +156,25 @@ def test_a_killed_run_resumes_to_the_same_result(pelts_run, tmp_path, monkeypatc
   calls["n"] = 1
   again = runner.run(_config(), workdir)
   assert [r["key"] for r in again["smc"]["top"]] == [r["key"] for r in b["top"]]
+
+
+def test_mala_parameter_intervals_are_a_config_choice(tmp_path):
+  """posterior.method=mala: the reported structures' and the truth's 90% intervals come from MALA chains."""
+  config = _config("smoke,task=lv_sim", **{
+      "posterior.method": "mala", "posterior.num_chains": 2, "posterior.num_warmup": 20,
+      "posterior.num_samples": 40, "baselines": (), "smc.num_runs": 1, "predictive.top_k": 2})
+  results = runner.run(config, str(tmp_path / "mala"))
+  assert results["parameter_intervals"]["method"] == "mala"
+  assert results["parameter_intervals"]["num_samples"] == 40
+  rows = [row for r in results["smc"]["top"] for row in r["params"].values()]
+  assert rows and {row["interval"] for row in rows} <= {"mala", "none"}
+  assert any(row["interval"] == "mala" and row["lo90"] < row["median"] < row["hi90"] for row in rows)
+  assert all(r["intervals"]["method"] == "mala" and "rhat" in r["intervals"] for r in results["smc"]["top"])
+  truth = results["truth"]
+  assert truth["interval_method"] == "mala" and "mala_rhat" in truth
+  assert all(p["interval"] in ("mala", "none") for p in truth["params"].values())
+  text = model_smc_report.format_table(results)
+  assert "parameter intervals: mala" in text and "90% intervals (mala" in text
+  assert "Parameter intervals: mala" in model_smc_report.markdown_table(results)
+  # The smoke preset keeps Laplace (no chains to compile); its record says so.
+  assert smc_config.get_config("smoke,task=lv_sim").posterior.method == "laplace"

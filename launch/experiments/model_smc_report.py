@@ -6,90 +6,37 @@ the held-out block and the share of held-out observations inside the
 central 50% / 90% predictive intervals. ModelSMC's predictive mixes its top
 structures by posterior mass (each with its Laplace parameter posterior);
 hill climbing uses its single structure (with its Laplace posterior);
-SINDy is a point forecast plus the fitted noise.
+SINDy is a point forecast plus the fitted noise. Parameter intervals (Laplace
+or MALA, config section ``posterior``) are computed by
+:mod:`launch.experiments.model_smc_intervals`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import jax
 import numpy as np
 
+from launch.experiments import model_smc_intervals as intervals_lib
 from methods.model_smc import llm as llm_lib
 from methods.model_smc import predictive
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
 
-Z90 = 1.6448536269514722
-
-
-def finite_or_text(x: float) -> Any:
-  """A float for JSON, or its text (``"-inf"``, ``"nan"``) when not finite."""
-  return float(x) if math.isfinite(float(x)) else str(float(x))
-
-
+# Re-exported: the tests and scoring use them through this module.
+finite_or_text = intervals_lib.finite_or_text
+posterior_sd = intervals_lib.posterior_sd
+parameter_table = intervals_lib.parameter_table
+Z90 = intervals_lib.Z90
 _f = finite_or_text
 
 
-def posterior_sd(h: np.ndarray) -> tuple[Optional[np.ndarray], str]:
-  """``(sd [D], "")`` of the Laplace posterior ``N(phi*, H^-1)``, or ``(None, reason)``.
-
-  Only a positive definite ``H`` (Cholesky in float64) defines a Laplace
-  posterior; otherwise there is no interval, and the reason says why (an
-  indefinite ``H`` is a saddle or a ridge, not a mode: its inverse would give
-  zero-width or negative-variance "intervals").
-  """
-  h = 0.5 * (h + h.T)
-  if not np.all(np.isfinite(h)):
-    return None, "the Hessian at the optimum is not finite"
-  try:
-    chol = np.linalg.cholesky(h)
-  except np.linalg.LinAlgError:
-    w = np.linalg.eigvalsh(h)
-    return None, f"the Hessian at the optimum is not positive definite (smallest eigenvalue {w[0]:.3g})"
-  inv = np.linalg.inv(chol)
-  return np.sqrt(np.sum(inv * inv, axis=0)), ""
-
-
-def parameter_table(evaluator: Evaluator, m: st.Structure) -> dict:
-  """``{name: {"map", "lo90", "hi90", "interval"}}`` on the natural scale.
-
-  ``interval`` is ``"laplace"`` (from a positive definite Hessian) or
-  ``"none"`` (then ``lo90 = hi90 = None`` and ``reason`` says why): an
-  interval is never reported with zero width.
-  """
-  rec = evaluator.record(m)
-  phi = np.asarray(rec.phi, np.float64)
-  sd, reason = posterior_sd(np.asarray(evaluator.neg_hessian(m), np.float64))
-  if not np.isfinite(rec.log_evidence):
-    sd, reason = None, f"failed fit ({rec.status})"
-  layout = evaluator.model().layout
-  lib = evaluator.library
-  real_init = evaluator.spec.init_scale == "real"
-
-  def row(i, natural=math.exp):
-    out = {"map": _f(natural(phi[i]))}
-    if sd is None or not (np.isfinite(sd[i]) and sd[i] > 0):
-      return {**out, "lo90": None, "hi90": None, "interval": "none",
-              "reason": reason or "zero or non-finite posterior sd"}
-    return {**out, "lo90": _f(natural(phi[i] - Z90 * sd[i])), "hi90": _f(natural(phi[i] + Z90 * sd[i])),
-            "interval": "laplace"}
-
-  _, names = st.equations(m, lib)
-  out = {}
-  for name, (s, k, j) in zip(names, st.param_slots(m, lib)):
-    out[name] = row(layout.slot_index[k][s, j])
-  for o, i in enumerate(layout.noise_index):
-    out[f"sigma_{lib.states[evaluator.spec.observed[o]]}"] = row(i)
-  for s, i in enumerate(layout.init_index):
-    out[f"{lib.states[s]}0"] = row(i, float if real_init else math.exp)
-  return out
-
-
-def describe(evaluator: Evaluator, m: st.Structure) -> dict:
-  """Equations, fit statistics and parameters of one structure."""
+def describe(evaluator: Evaluator, m: st.Structure,
+             intervals: Optional[intervals_lib.ParameterIntervals] = None) -> dict:
+  """Equations, fit statistics and parameters (with 90% intervals by ``intervals``' method) of one structure."""
+  intervals = intervals or intervals_lib.ParameterIntervals(evaluator)
   rec = evaluator.record(m)
   eqs, _ = st.equations(m, evaluator.library)
   return {
@@ -101,7 +48,8 @@ def describe(evaluator: Evaluator, m: st.Structure) -> dict:
       "hessian_positive_definite": rec.positive_definite,
       "fit_status": rec.status,
       "nonfinite_restarts": rec.nonfinite_restarts,
-      "params": parameter_table(evaluator, m),
+      "params": intervals.table(m),
+      "intervals": intervals.diagnostics(m),
   }
 
 
@@ -215,6 +163,7 @@ def format_table(results: dict) -> str:
                  f"{_num(row['coverage50']):>8}{_num(row['coverage90']):>8}")
   lines += [health_line(results["fit_health"])] if results.get("fit_health") else []
   lines += rejection_lines(results)
+  lines.append(intervals_line(results))
   if results.get("truth"):
     lines.append("truth: " + truth_line(results["truth"]))
   return "\n".join(lines)
@@ -295,7 +244,19 @@ def truth_line(t: dict) -> str:
     return f"{head}; its fit failed ({t['status']}): no intervals"
   none = t.get("no_interval", 0)
   tail = f" ({none} without an interval: {t.get('no_interval_reason', '')})" if none else ""
-  return f"{head}; 90% intervals cover {t['covered']} of {t['num_params']} true parameters{tail}"
+  method = t.get("interval_method", "laplace")
+  if method == "mala" and "mala_rhat" in t:
+    method += f", split-R-hat {_num(t['mala_rhat'], '{:.3f}')}"
+  return f"{head}; 90% intervals ({method}) cover {t['covered']} of {t['num_params']} true parameters{tail}"
+
+
+def intervals_line(results: dict) -> str:
+  """How the parameter intervals were computed (results without the record: Laplace, the former default)."""
+  s = results.get("parameter_intervals", {"method": "laplace"})
+  if s["method"] == "mala":
+    return (f"parameter intervals: mala (central 90%, {s['num_chains']} preconditioned MALA chains x "
+            f"{s['num_samples']} draws after {s['num_warmup']} warm-up steps, from the MAP)")
+  return "parameter intervals: laplace (central 90%, Gaussian at the MAP)"
 
 
 def markdown_table(results: dict) -> str:
@@ -338,6 +299,9 @@ def markdown_table(results: dict) -> str:
     out.append(f"| {name} | {_num(row['heldout_lpd'])} | {_num(row['coverage50'])} | {_num(row['coverage90'])} |")
   if results.get("fit_health"):
     out.append("\nFits: " + health_line(results["fit_health"]).split(": ", 1)[1] + ".")
+  if results.get("parameter_intervals"):
+    line = intervals_line(results)
+    out.append("\n" + line[0].upper() + line[1:] + ".")
   if results.get("truth"):
     out.append("\nTrue structure: " + truth_line(results["truth"]) + ".")
   return "\n".join(out) + "\n"

@@ -14,10 +14,13 @@ from absl import logging
 import jax
 import numpy as np
 
+from launch.experiments import model_smc_intervals as intervals_lib
 from launch.experiments import model_smc_report as report
 from launch.experiments import model_smc_sampler as sampler
 from launch.experiments import model_smc_tasks as tasks
+from methods.common import hparams
 from methods.model_smc import expr as ex
+from methods.model_smc import posterior as post
 from methods.model_smc import reference
 from methods.model_smc import sindy
 from methods.model_smc import smc
@@ -42,8 +45,10 @@ def hill_climb(config, task, evaluator, grammar, budget: int) -> dict:
 
 
 def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optional[dict]) -> dict:
-  """Scores every method on the held-out rows; figures; results."""
+  """Scores every method on the held-out rows; parameter intervals (section ``posterior``); figures; results."""
   key = jax.random.key(config.seed + 3)
+  intervals = intervals_lib.ParameterIntervals(evaluator, hparams.from_config(post.PosteriorConfig, config.posterior),
+                                               jax.random.key(config.seed + 4))
   top_keys = list(sampled.mass)[:config.predictive.top_k]
   by_key = sampled.by_key(evaluator.library)
   top = [by_key[k] for k in top_keys]
@@ -52,7 +57,7 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
   mixture = report.predictive_scores(jax.random.fold_in(key, 0), evaluator, top, masses, **kw)
   top_rows = []
   for m, mass, scores in zip(top, masses, mixture["per_structure"]):
-    top_rows.append({"mass": mass, **report.describe(evaluator, m), **scores})
+    top_rows.append({"mass": mass, **report.describe(evaluator, m, intervals), **scores})
   results = {
       "experiment": "model_smc", "task": task.name, "dataset": task.dataset, "citation": task.citation,
       "algorithm": config.algorithm, "proposal": config.proposal, "evidence": config.fit.evidence,
@@ -70,6 +75,7 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
               "diagnostics": sampled.diagnostics},
       "fit_health": sampled.fit_health,
       "init_scale": task.spec.init_scale,
+      "parameter_intervals": intervals.settings(),
       "comparison": {},
   }
   if sampled.mixing is not None:
@@ -88,14 +94,14 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
                                      **kw)
     results["visited"] = {
         "num_structures": sampled.visited["num_structures"],
-        "top": [{"key": k, "mass": visited[k], **report.describe(evaluator, m), **sc}
+        "top": [{"key": k, "mass": visited[k], **report.describe(evaluator, m, intervals), **sc}
                 for k, m, sc in zip(v_keys, v_structs, v_mix["per_structure"])],
         "mixture": {k: v for k, v in v_mix.items() if k not in ("per_structure", "bands")},
     }
     results["comparison"]["ModelSMC (visited-set posterior)"] = pick(v_mix)
   if hill is not None:
     h = report.predictive_scores(jax.random.fold_in(key, 1), evaluator, [hill["structure"]], [1.0], **kw)
-    results["hill_climb"] = {**report.describe(evaluator, hill["structure"]), "proposals": hill["proposals"],
+    results["hill_climb"] = {**report.describe(evaluator, hill["structure"], intervals), "proposals": hill["proposals"],
                              "accepted": hill["accepted"], "trace": hill["trace"], "rejections": hill["rejections"],
                              "wall_time_s": hill["wall_time_s"], **pick(h), "median": h["bands"]["median"]}
     results["comparison"][f"hill climbing (N=1, {hill['proposals']} proposals)"] = pick(h)
@@ -117,7 +123,7 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
       logging.warning("[model_smc %s] PySINDy baseline not scored: %s", config.task, e)
       results["sindy"] = {"error": str(e)}
   if task.truth is not None:
-    results["truth"] = truth(task, evaluator, sampled)
+    results["truth"] = truth(task, evaluator, sampled, intervals)
   y = np.asarray(task.data.y, np.float64)
   report.make_figures(results, ctx.writer, y, np.asarray(task.times), task.time_label, task.observed_names,
                       sindy_median)
@@ -128,15 +134,19 @@ def pick(scores: dict) -> dict:
   return {k: scores[k] for k in ("heldout_lpd", "coverage50", "coverage90", "train_coverage50", "train_coverage90")}
 
 
-def truth(task, evaluator, sampled) -> dict:
+def truth(task, evaluator, sampled, intervals: Optional[intervals_lib.ParameterIntervals] = None) -> dict:
   """Whether the sampler visited the true structure, its ranks and mass; coverage of its parameters.
 
-  A parameter without an interval (a failed fit, or a Hessian that is not
-  positive definite) never counts as covered; ``no_interval`` counts them.
+  Coverage is by the 90% intervals of ``intervals`` (default: Laplace). A
+  parameter without an interval (a failed fit, a Hessian that is not
+  positive definite for Laplace, non-finite draws for MALA) never counts as
+  covered; ``no_interval`` counts them.
   """
+  intervals = intervals or intervals_lib.ParameterIntervals(evaluator)
   m = tasks.truth_structure(task, evaluator.library)
   if m is None:
-    return {"key": None, "rank": None, "mass": 0.0, "covered": 0, "num_params": 0, "note": "truth outside the library"}
+    return {"key": None, "rank": None, "mass": 0.0, "covered": 0, "num_params": 0, "note": "truth outside the library",
+            "interval_method": intervals.method}
   k = evaluator.key(m)
   ranking = list(sampled.mass)
   rank = ranking.index(k) + 1 if k in ranking else None
@@ -144,7 +154,7 @@ def truth(task, evaluator, sampled) -> dict:
   order = (sampled.visited or {}).get("order")
   v_rank = order.index(k) + 1 if order and k in order else None
   v_mass = (sampled.visited or {}).get("mass", {}).get(k, 0.0)
-  table = report.parameter_table(evaluator, m)  # fits the truth if the sampler never did
+  table = intervals.table(m)  # fits the truth if the sampler never did
   status = evaluator.record(m).status
   # Match true parameters to fitted ones by the order of appearance.
   _, true_names = st.equations(m, evaluator.library)
@@ -170,6 +180,8 @@ def truth(task, evaluator, sampled) -> dict:
     covered += int(inside)
     params[true_name] = {"true": truth, **row, "covered": inside}
   return {"key": k, "visited": visited, "rank": rank, "mass": float(sampled.mass.get(k, 0.0)),
-          "visited_rank": v_rank, "visited_mass": float(v_mass), "status": status, "covered": covered,
+          "visited_rank": v_rank, "visited_mass": float(v_mass), "status": status,
+          "interval_method": intervals.method, **{f"mala_{k}": v for k, v in intervals.diagnostics(m).items()
+                                                  if k != "method"}, "covered": covered,
           "no_interval": none, "no_interval_reason": "; ".join(sorted(reasons)), "num_params": len(params),
           "params": params}

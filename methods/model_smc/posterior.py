@@ -277,10 +277,43 @@ def intervals(model: StructuredModel, cfg: FitConfig, hp: PosteriorConfig, key: 
   if method == "laplace":
     return laplace_intervals(model, phi, neg_hessian, mask, levels)
   if method == "mala":
-    chains = mala_chains(model, cfg, hp, key, signs, data, phi, neg_hessian)
-    out = sample_intervals(model, chains.phi, levels)
-    return out._replace(ok=out.ok & jnp.all(jnp.isfinite(phi)))
+    return mala_intervals(model, cfg, hp, key, signs, data, phi, neg_hessian, levels)[0]
   raise ValueError(f"unknown interval method {method!r}; allowed: {list(METHODS)}")
+
+
+class ChainSummary(NamedTuple):
+  """The MALA chains' diagnostics that go with their intervals (no draws)."""
+
+  accept: jax.Array  # [C] mean acceptance probability of the kept steps
+  step_size: jax.Array  # [C] step size after warm-up
+  rhat: jax.Array  # scalar, largest split-R-hat over the active coordinates
+
+
+def mala_intervals(model: StructuredModel, cfg: FitConfig, hp: PosteriorConfig, key: jax.Array, signs: jax.Array,
+                   data: Data, phi: jax.Array, neg_hessian: jax.Array, levels: Sequence[float]
+                   ) -> tuple[Intervals, ChainSummary]:
+  """MALA intervals of one fitted structure (from the MAP ``phi``) and the chains' diagnostics."""
+  chains = mala_chains(model, cfg, hp, key, signs, data, phi, neg_hessian)
+  out = sample_intervals(model, chains.phi, levels)
+  return out._replace(ok=out.ok & jnp.all(jnp.isfinite(phi))), ChainSummary(chains.accept, chains.step_size,
+                                                                            chains.rhat)
+
+
+@functools.lru_cache(maxsize=32)
+def _make_mala_intervals(model, cfg, hp, levels):
+  def fn(key, signs, data, phi, neg_hessian):
+    return mala_intervals(model, cfg, hp, key, signs, data, phi, neg_hessian, levels)
+
+  return jax.jit(fn)
+
+
+def make_mala_intervals(model: StructuredModel, cfg: FitConfig, hp: PosteriorConfig, levels: Sequence[float]):
+  """Jitted ``(key, signs [S, K], data, phi [D], neg_hessian [D, D]) -> (Intervals, ChainSummary)``.
+
+  Cached like :func:`make_intervals`: every structure over one library
+  shares one compiled function.
+  """
+  return _make_mala_intervals(model, cfg, hp, _levels(levels))
 
 
 def make_intervals(model: StructuredModel, cfg: FitConfig, hp: PosteriorConfig, levels: Sequence[float],
