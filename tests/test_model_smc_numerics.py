@@ -50,6 +50,8 @@ def duffing():
     mp.setitem(ode_systems.SYSTEMS, "duffing", DUFFING)
     config = smc_config.get_config("smoke,task=sim,system=duffing")
     config.fit.steps = 150
+    config.fit.knockouts = 0  # a start with x^3 switched off would not blow up: every restart only jittered
+    config.fit.knockout_prob = 0.0
     config.problem.state_bound = 1e30
     runner.validate(config)
     task = tasks.build(config)
