@@ -9,9 +9,10 @@ of different sizes (the layout of jraph's ``GraphsTuple``, one graph per row).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
+from jax import custom_batching
 import jax.numpy as jnp
 
 
@@ -110,23 +111,28 @@ def attention(graph: Graph, h: jax.Array, wq: jax.Array, wk: jax.Array) -> jax.A
 def components(graph: Graph, max_rounds: int = 64) -> jax.Array:
   """Connected-component labels ``[N]``: the smallest node id of each component.
 
-  Min-label propagation along edges with pointer jumping (``l <- l[l]``), so
-  a path of length ``k`` needs ``O(log k)`` rounds; stops when nothing
-  changes (at most ``max_rounds`` rounds of a while loop).
+  Hooking with full shortcutting (Shiloach & Vishkin, 1982, in its simplest
+  form): every round, each edge whose ends carry different labels hooks the
+  larger label (a root) under the smaller one (a scatter-min over the
+  edges, each stored once), then pointer jumping runs until every node
+  points at its root. A parent is always smaller than its child, so a root
+  is the smallest id of its tree; every component with a crossing edge
+  merges with another, so the number of rounds is at most about
+  ``log2 N`` plus the round that finds no crossing edge (a while loop,
+  capped at ``max_rounds``).
   """
   n = graph.node_mask.shape[-1]
-  src, dst, mask = _directed(graph)
-  big = jnp.int32(n)
+  s, r, mask = graph.senders, graph.receivers, graph.edge_mask
+
+  def compress(label):
+    return jax.lax.while_loop(lambda p: jnp.any(p[p] != p), lambda p: p[p], label)
 
   def body(carry):
     label, _, i = carry
-    nb = jax.ops.segment_min(jnp.where(mask, label[src], big), dst, num_segments=n)
-    new = jnp.minimum(label, nb)
-    # Hook each label's root to the smallest label seen by any of its members.
-    new = new.at[label].min(new)
-    for _ in range(2):
-      new = new[new]
-    return new, jnp.any(new != label), i + 1
+    ls, lr = label[s], label[r]
+    cross = mask & (ls != lr)
+    hooked = label.at[jnp.where(cross, jnp.maximum(ls, lr), n)].min(jnp.minimum(ls, lr), mode="drop")
+    return compress(hooked), jnp.any(cross), i + 1
 
   label0 = jnp.arange(n, dtype=jnp.int32)
   label, _, _ = jax.lax.while_loop(
@@ -135,32 +141,99 @@ def components(graph: Graph, max_rounds: int = 64) -> jax.Array:
   return label
 
 
-def largest_component(graph: Graph) -> jax.Array:
-  """``[N]`` bool: the nodes of the largest connected component (ties: smallest id)."""
+def largest_component(graph: Graph, count: jax.Array | None = None) -> jax.Array:
+  """``[N]`` bool: the nodes of the largest connected component (ties: smallest id).
+
+  With ``count``, the edges at slots ``>= count`` must be masked: components
+  are labelled from the first ``count`` slots (:func:`on_prefix`).
+  """
   n = graph.node_mask.shape[-1]
-  label = components(graph)
+  if count is None:
+    label = components(graph)
+  else:
+    label = on_prefix(lambda e, node_mask: components(Graph(*e, node_mask)), count,
+                      (graph.senders, graph.receivers, graph.edge_mask), graph.node_mask,
+                      prefix_sizes(graph.senders.shape[0], finest=4, smallest=graph.senders.shape[0] // 16))
   size = jax.ops.segment_sum(graph.node_mask.astype(jnp.int32), label, num_segments=n)
   return graph.node_mask & (label == jnp.argmax(size))
 
 
-def simplify(graph: Graph) -> Graph:
+def prefix_sizes(total: int, finest: int = 8, smallest: int = 1024) -> tuple[int, ...]:
+  """Static lengths for :func:`on_prefix`: ``total``, its halvings down to ``smallest``, and ``total * j / finest`` above half."""
+  sizes, k = {total}, total
+  while k > smallest:
+    k = -(-k // 2)
+    sizes.add(k)
+  sizes |= {-(-total * j // finest) for j in range(finest // 2, finest)}
+  return tuple(sorted(sizes))
+
+
+def on_prefix(fn: Callable[[Any, Any], Any], count: jax.Array, arrays: Any, rest: Any,
+              sizes: tuple[int, ...]) -> Any:
+  """``fn(arrays, rest)`` when only the first ``count`` entries of every array of ``arrays`` matter.
+
+  One graph at a time (under ``jit`` or ``lax.map``), ``fn`` runs on the
+  first ``k`` entries (leading axis; ``rest`` whole), ``k`` the smallest of the static ``sizes`` that holds
+  ``count`` (a ``lax.switch``), so its cost follows the graph's own edge
+  count rather than the padded one. ``fn`` must give the same result for
+  every such ``k`` and outputs of one shape. Under ``jax.vmap`` (where a
+  switch would run every branch) it runs once on the whole arrays.
+  """
+  sizes = tuple(sorted(set(sizes)))
+  total = jax.tree.leaves(arrays)[0].shape[0]
+  if sizes[-1] != total:
+    raise ValueError(f"on_prefix: the largest size {sizes[-1]} is not the arrays' length {total}")
+
+  @custom_batching.custom_vmap
+  def call(count, arrays, rest):
+    branches = [lambda a, r, k=k: fn(jax.tree.map(lambda x: x[:k], a), r) for k in sizes]
+    i = jnp.minimum(jnp.searchsorted(jnp.asarray(sizes), count, side="left"), len(sizes) - 1)
+    return jax.lax.switch(i, branches, arrays, rest)
+
+  @call.def_vmap
+  def _batched(axis_size, in_batched, count, arrays, rest):
+    del axis_size, count
+    if not any(jax.tree.leaves(in_batched[1:])):
+      out = fn(arrays, rest)
+      return out, jax.tree.map(lambda _: False, out)
+    axes = jax.tree.map(lambda b: 0 if b else None, in_batched[1:])
+    out = jax.vmap(fn, in_axes=axes)(arrays, rest)
+    return out, jax.tree.map(lambda _: True, out)
+
+  return call(count, arrays, rest)
+
+
+def simplify(graph: Graph, count: jax.Array | None = None) -> Graph:
   """Drops self-loops, parallel edges and edges touching masked nodes.
 
   Each kept edge is stored once as ``(min, max)``, sorted by ``u * N + v``;
   masked-out slots get ids 0. One sort of the int32 keys themselves (the ids
   are decoded from the sorted keys; sorting a permutation alongside would be
-  several times slower on CPUs), so ``N**2 < 2**31`` is needed.
+  several times slower on CPUs), so ``N**2 < 2**31`` is needed. With
+  ``count``, the edges at slots ``>= count`` must be masked: only the first
+  slots that hold them are read and sorted (:func:`on_prefix`), with the
+  same result.
   """
   n = graph.node_mask.shape[-1]
-  u = jnp.minimum(graph.senders, graph.receivers)
-  v = jnp.maximum(graph.senders, graph.receivers)
-  ok = graph.edge_mask & (u != v) & graph.node_mask[u] & graph.node_mask[v]
   none = jnp.iinfo(jnp.int32).max
-  key = jnp.sort(jnp.where(ok, u * n + v, none))
-  ok = key != none
-  first = jnp.concatenate([jnp.ones((1,), bool), key[1:] != key[:-1]])
-  zero = jnp.zeros_like(key)
-  return Graph(jnp.where(ok, key // n, zero), jnp.where(ok, key % n, zero), ok & first, graph.node_mask)
+  total = graph.senders.shape[0]
+
+  def run(edges, node_mask):
+    senders, receivers, edge_mask = edges
+    u, v = jnp.minimum(senders, receivers), jnp.maximum(senders, receivers)
+    ok = edge_mask & (u != v) & node_mask[u] & node_mask[v]
+    key = jax.lax.sort(jnp.where(ok, u * n + v, none))
+    ok = key != none
+    first = jnp.concatenate([jnp.ones((1,), bool), key[1:] != key[:-1]])
+    pad = lambda x: jnp.pad(x, (0, total - x.shape[0]))  # noqa: E731
+    return pad(jnp.where(ok, key // n, 0)), pad(jnp.where(ok, key % n, 0)), pad(ok & first)
+
+  edges = (graph.senders, graph.receivers, graph.edge_mask)
+  if count is None:
+    out = run(edges, graph.node_mask)
+  else:
+    out = on_prefix(run, count, edges, graph.node_mask, prefix_sizes(total))
+  return Graph(*out, graph.node_mask)
 
 
 def relabel(graph: Graph, new_id: jax.Array, node_mask: jax.Array) -> Graph:

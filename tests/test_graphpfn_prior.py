@@ -54,8 +54,11 @@ def test_shapes_and_determinism():
   again = graphpfn.batch_fn(sh, ah)(jax.random.split(jax.random.key(0), B))
   chex.assert_trees_all_equal(s, again)
   # A graph does not depend on the batch it is sampled in.
-  one = jax.jit(lambda k: graphpfn.sample(k, sh, ah))(jax.random.split(jax.random.key(0), B)[3])
-  np.testing.assert_array_equal(np.asarray(one.graph.senders), np.asarray(s.graph.senders[3]))
+  # One graph per call (the sampler's prefix paths) gives the vmapped batch's graphs.
+  one = jax.jit(lambda k: graphpfn.sample(k, sh, ah))
+  for i in (3, 10, 17, 24):
+    g = one(jax.random.split(jax.random.key(0), B)[i]).graph
+    chex.assert_trees_all_equal(g, jax.tree.map(lambda x, i=i: x[i], s.graph))
   assert np.all(np.isfinite(np.asarray(s.x))) and np.all(np.isfinite(np.asarray(s.y)))
   assert np.mean(np.asarray(s.ok)) > 0.8
 
@@ -229,6 +232,41 @@ def test_sbm_slots_follow_block_rates_and_node_weights(level):
       df_nodes += members.sum() - 1
   for chi, df in ((chi_blocks, df_blocks), (chi_nodes, df_nodes)):
     assert abs(chi - df) < 5 * np.sqrt(2 * df), (chi, df)
+
+
+def test_components_and_prefix_paths_match_networkx_and_the_full_arrays():
+  """Hooking components give networkx's components (smallest id as label); with ``count`` (one graph at a
+  time: a switch over prefix lengths; under vmap: the whole arrays) simplify and the largest component
+  equal their full-array results."""
+  n, total = 300, 4096
+  simplify = jax.jit(graphs.simplify)
+  lcc = jax.jit(graphs.largest_component)
+  labels = jax.jit(graphs.components)
+  r = np.random.default_rng(3)
+  batch = []
+  for count in (40, 299, 1500, 2600, 4096):
+    s, d = r.integers(0, n, total), r.integers(0, n, total)
+    if count == 299:  # one long path: many hooking rounds
+      p = r.permutation(n)
+      s[:count], d[:count] = p[:-1], p[1:]
+    mask = (np.arange(total) < count) & (r.random(total) < 0.9)
+    g = graphs.Graph(jnp.asarray(s, jnp.int32), jnp.asarray(d, jnp.int32), jnp.asarray(mask), jnp.arange(n) < n - 7)
+    nxg = nx.Graph()
+    nxg.add_nodes_from(range(n))
+    nxg.add_edges_from(zip(s[mask].tolist(), d[mask].tolist()))
+    want = np.zeros(n, int)
+    for c in nx.connected_components(nxg):
+      want[list(c)] = min(c)
+    np.testing.assert_array_equal(np.asarray(labels(g)), want)
+    full, part = simplify(g), simplify(g, count)
+    chex.assert_trees_all_equal(full, part)
+    np.testing.assert_array_equal(np.asarray(lcc(full)), np.asarray(lcc(full, count)))
+    batch.append((g, count))
+  gs = jax.tree.map(lambda *x: jnp.stack(x), *[g for g, _ in batch])
+  counts = jnp.asarray([c for _, c in batch])
+  chex.assert_trees_all_equal(jax.jit(jax.vmap(graphs.simplify))(gs, counts), jax.vmap(simplify)(gs))
+  np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(graphs.largest_component))(gs, counts)),
+                                np.asarray(jax.vmap(lcc)(gs)))
 
 
 def test_preferential_attachment_equals_the_sequential_loop():

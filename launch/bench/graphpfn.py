@@ -1,4 +1,4 @@
-"""GraphPFN structure prior: the jitted, vmapped JAX sampler against the same sampler in networkx.
+"""GraphPFN structure prior: the jitted JAX sampler against the same sampler in networkx.
 
 Both sides draw graphs with the same per-graph hyperparameters (node and PA
 counts, target degree, level split, subgraphs, groups, density kinds), drawn
@@ -9,7 +9,9 @@ first-level subgraph and for the global second level (block probabilities
 has no degree correction, so node weights are uniform there), the largest
 connected component, then a per-node Barabasi-Albert loop (targets drawn
 from the endpoint list), simple graph, shuffled ids. Rate: graphs per second,
-JAX compile time excluded and reported.
+JAX compile time excluded and reported. The JAX side samples one graph per
+call (padded to the maxima, or to its size bucket), the graphs spread over
+the devices (:func:`_per_graph`).
 """
 
 from __future__ import annotations
@@ -99,24 +101,29 @@ def _schedule(costs: list[float], num_devices: int) -> list[int]:
   return where
 
 
-def _bucketed(hp, keys, params, mesh):
-  """Warm seconds and edge counts of sampling every graph in its size bucket (one compilation per bucket).
+def _per_graph(hp, keys, params, mesh, bucketed: bool):
+  """Warm seconds, compile seconds, compiled sizes and edge counts of sampling every graph by its own call.
 
-  Each graph is one call of its bucket's jitted sampler on one device; the
-  graphs are spread over the mesh's devices by expected work (edge slots
-  plus nodes) and dispatched asynchronously, so the devices work at once
-  without padding a bucket's batch to the device count.
+  Each graph is one call of a jitted sampler on one device: padded to the
+  config's maxima (one compilation) or to its size bucket's (one per
+  bucket). One graph at a time, the sampler sorts and labels only the slots
+  its edges fill (``envs.graphs.on_prefix``) and skips the slot chunks past
+  them. The graphs are spread over the mesh's devices by expected work
+  (longest first) and dispatched asynchronously, so the devices work at
+  once without padding a batch to the device count.
   """
   host = jax.tree.map(np.asarray, params)
   devices = list(mesh.devices.flat)
-  bucket = [structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), hp) for i in range(len(host.n_nodes))]
-  where = _schedule([slots + 16 * nodes for nodes, slots in bucket], len(devices))
+  count = len(host.n_nodes)
+  target = [float(host.n_nodes[i] * host.avg_degree[i] / 2) for i in range(count)]
+  size = [structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), hp) if bucketed
+          else (hp.n_nodes_max, hp.sbm_edge_slots) for i in range(count)]
+  where = _schedule([min(m, e) + e / 8 + 16 * n for m, (n, e) in zip(target, size)], len(devices))
   fns = {b: jax.jit(lambda k, p, n=b[0], e=b[1]: structure.sample_graph(k, p, hp, num_nodes=n, num_slots=e))
-         for b in set(bucket)}
-  args = [jax.device_put((keys[i], jax.tree.map(lambda x, i=i: x[i], params)), devices[where[i]])
-          for i in range(len(bucket))]
+         for b in set(size)}
+  args = [jax.device_put((keys[i], jax.tree.map(lambda x, i=i: x[i], params)), devices[where[i]]) for i in range(count)]
   jax.block_until_ready(args)
-  out, cold, warm = timing.timed(lambda: [fns[bucket[i]](*args[i]) for i in range(len(bucket))])
+  out, cold, warm = timing.timed(lambda: [fns[size[i]](*args[i]) for i in range(count)])
   edges = np.asarray([int(o.graph.num_edges) for o in out])
   return warm, cold - warm, len(fns), edges
 
@@ -125,7 +132,6 @@ def run(quick: bool) -> list[dict]:
   hp, batch, peer_graphs = _bench_config(quick)
   mesh = mesh_lib.make_mesh()
   batch = mesh_lib.padded_size(batch, mesh)
-  sharding = mesh_lib.data_sharding(mesh)
   keys = jax.random.split(jax.random.key(0), batch)
   params = jax.jit(jax.vmap(lambda k: structure.sample_params(k, hp)))(jax.random.split(jax.random.key(1), batch))
   rng = np.random.default_rng(0)
@@ -138,20 +144,19 @@ def run(quick: bool) -> list[dict]:
   peer = peer_graphs / (time.perf_counter() - t0)
   size = "n 64-256, degree <= 48" if quick else "paper ranges: n 1000-5000, degree <= 500"
   common = dict(unit="graphs/s", peer=peer, peer_name="networkx SBMs + Python BA loop, same hyperparameters")
-  sample = jax.jit(jax.vmap(lambda k, p: structure.sample_graph(k, p, hp)))
-  out, cold, warm = timing.timed(sample, *jax.device_put((keys, params), sharding))
-  ours = batch / warm
-  edges = np.asarray(out.graph.num_edges)
-  print(f"graphpfn structure: JAX {ours:.2f} graphs/s padded to the maxima (batch {batch}), networkx {peer:.2f} graphs/s", flush=True)
+  seconds, compile_s, _, edges = _per_graph(hp, keys, params, mesh, bucketed=False)
+  ours = batch / seconds
+  print(f"graphpfn structure: JAX {ours:.2f} graphs/s padded to the maxima ({batch} graphs), networkx {peer:.2f} graphs/s",
+        flush=True)
   note = (f"{mesh_lib.describe_devices()}; mean edges of the first {peer_graphs} graphs {edges[:peer_graphs].mean():,.0f} "
           f"(JAX) vs {np.mean(peer_edges):,.0f} (networkx: no degree correction, so fewer parallel edges merge)")
+  how = "one call per graph, graphs spread over the devices by size"
   rows = [dict(common, benchmark=f"GraphPFN structure prior ({size}), {batch} graphs padded to the maxima",
-               ours=ours, ratio=ours / peer, notes=f"{note}; compile {cold - warm:.1f}s excluded")]
+               ours=ours, ratio=ours / peer, notes=f"{note}; one compiled size, {how}; compile {compile_s:.1f}s excluded")]
   if not quick:
-    seconds, compile_s, count, _ = _bucketed(hp, keys, params, mesh)
+    seconds, compile_s, count, _ = _per_graph(hp, keys, params, mesh, bucketed=True)
     print(f"graphpfn structure: JAX {batch / seconds:.2f} graphs/s in {count} size buckets", flush=True)
     rows.append(dict(common, benchmark=f"GraphPFN structure prior ({size}), {batch} graphs in size buckets",
                      ours=batch / seconds, ratio=batch / seconds / peer,
-                     notes=f"{note}; {count} buckets (powers of two), one call per graph, graphs spread over the devices by size; "
-                           f"compile {compile_s:.1f}s excluded"))
+                     notes=f"{note}; {count} buckets (powers of two), {how}; compile {compile_s:.1f}s excluded"))
   return rows

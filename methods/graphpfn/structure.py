@@ -20,18 +20,22 @@ are merged or dropped afterwards, as the reference does).
 
 Cost (CPU or accelerator), for ``S`` edge slots and ``N`` nodes: nothing of
 size ``N x N``. The slots are drawn in chunks of :data:`SLOT_CHUNK` (each
-chunk's arrays stay in cache; every chunk is computed, since under ``vmap``
-a loop that stops early would carry the whole slot array through a select
-at every step) by a guide-table inverse CDF (O(1) expected
-steps per draw); duplicates go by one sort of the int32 keys ``u N + v``
-(O(S log S)); the largest component by min-label propagation with pointer
-jumping (``envs.graphs.components``); preferential attachment is vectorised
-over the new nodes (:func:`_attach`), the same process as the sequential
-loop.
+chunk's arrays stay in cache) by a guide-table inverse CDF (O(1) expected
+steps per draw; with equal node weights the endpoint is read off directly);
+duplicates go by one sort of the int32 keys ``u N + v`` (O(S log S)); the
+largest component by hooking with pointer jumping
+(``envs.graphs.components``); preferential attachment is vectorised over the
+new nodes (:func:`_attach`), the same process as the sequential loop. One
+graph at a time (``jit`` or ``lax.map``), the cost follows the graph's own
+edge count, not the padded one: chunks past the drawn slots are skipped and
+the sort and the component search read only the slots in use
+(``envs.graphs.on_prefix``); under ``jax.vmap`` every slot is processed (a
+skipped chunk would still run as a select), with the same samples.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -270,6 +274,12 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
   pair_lo = jnp.asarray([0, np1], jnp.int32)
   drawn = jnp.minimum(c1 + c2, num_slots)
 
+  def equal_weights(seg, lo, hi, base, top, x):
+    """:func:`_draw` when every node weighs 1 (cumulative weights are counts): the same index, no search."""
+    del seg
+    t = base + x * (top - base)
+    return jnp.minimum(lo + jnp.clip(jnp.floor(t) - base, 0, hi - lo).astype(jnp.int32), hi - 1)
+
   def chunk(i):
     """Slots ``[i C, (i + 1) C)``: each step's arrays stay in cache."""
     (x,) = rng.uniforms(jax.random.fold_in(k_slots, i), (3, chunk_size))
@@ -277,13 +287,18 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
     level = (slot >= c1).astype(jnp.int32)
     pair = _draw(pairs, level, pair_lo[level], last[level] + 1, 0.0, pairs.total[level], x[0])
     blk = jnp.concatenate([jnp.asarray(pr)[pair], jnp.asarray(ps)[pair]])
-    ends = order[_draw(nodes, jnp.concatenate([level, level]), lo[blk], hi[blk], base[blk], top[blk],
-                       jnp.concatenate([x[1], x[2]]))]
+    args = (jnp.concatenate([level, level]), lo[blk], hi[blk], base[blk], top[blk], jnp.concatenate([x[1], x[2]]))
+    ends = order[jax.lax.cond(params.zipf, functools.partial(_draw, nodes), equal_weights, *args)]
     return ends[:chunk_size], ends[chunk_size:], slot < drawn
+
+  def skip(i):
+    del i
+    return jnp.zeros((chunk_size,), order.dtype), jnp.zeros((chunk_size,), order.dtype), jnp.zeros((chunk_size,), bool)
 
   chunk_size = min(num_slots, SLOT_CHUNK)
   num_chunks = -(-num_slots // chunk_size)
-  u, v, mask = jax.lax.map(chunk, jnp.arange(num_chunks))
+  # Chunks past the drawn slots are skipped (one graph at a time; under vmap both branches run).
+  u, v, mask = jax.lax.map(lambda i: jax.lax.cond(i * chunk_size < drawn, chunk, skip, i), jnp.arange(num_chunks))
   u, v, mask = (x.reshape(-1)[:num_slots] for x in (u, v, mask))
   return u, v, mask, block1, block2, valid, c1 + c2
 
@@ -372,8 +387,9 @@ def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig, *
   slots = num_slots or hp.sbm_edge_slots
   k_sbm, k_pa, k_perm = jax.random.split(key, 3)
   u, v, mask, block1, block2, valid, drawn = _sbm_levels(k_sbm, params, hp, n, slots)
-  g = graphs.simplify(graphs.Graph(u.astype(jnp.int32), v.astype(jnp.int32), mask, valid))
-  core = graphs.largest_component(g)
+  used = jnp.minimum(drawn, slots)  # slots past it are masked: sorting and labelling skip them
+  g = graphs.simplify(graphs.Graph(u.astype(jnp.int32), v.astype(jnp.int32), mask, valid), used)
+  core = graphs.largest_component(g, used)
   g = graphs.Graph(g.senders, g.receivers, g.edge_mask & core[g.senders], core)
   ps, pr, pm, is_pa = _attach(k_pa, g, params, hp, math.ceil(hp.pa_ratio_max * n))
   g = graphs.Graph(
