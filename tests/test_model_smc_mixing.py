@@ -22,6 +22,7 @@ from launch.experiments import model_smc as smc_exp
 from launch.experiments import model_smc_report as report
 from launch.experiments import model_smc_sampler as sampler
 from launch.experiments import model_smc_tasks as tasks
+from methods.model_smc import gradient_matching as gm_lib
 from methods.model_smc import grammar as grammar_lib
 from methods.model_smc import pooled as pooled_lib
 from methods.model_smc import reference
@@ -59,8 +60,12 @@ def test_pooled_rejuvenated_mass_matches_the_visited_posterior(exact_space):
   exact = sampler.visited_posterior(config, evaluator)  # every structure is visited: the exact posterior
   assert len(exact) == len(space) and max(exact.values()) < 0.95
   cfg = smc.SMCConfig(num_particles=50, num_runs=4, mcmc_steps=1, p_include=config.smc.p_include,
-                      max_terms=config.smc.max_terms, final_moves=2.0, elite_prob=0.2, local_search=1)
-  pooled = pooled_lib.run_pooled(jax.random.key(7), evaluator, g, cfg)
+                      max_terms=config.smc.max_terms, final_moves=2.0, elite_prob=0.2, local_search=2,
+                      candidates=8, candidate_prob=0.1, prior_prob=0.1)
+  cands = gm_lib.candidates(evaluator.model(), evaluator.data, num_rows=evaluator.cfg.fit_rows,
+                            max_terms=cfg.max_terms, count=cfg.candidates)
+  assert 0 < len(cands) <= cfg.candidates
+  pooled = pooled_lib.run_pooled(jax.random.key(7), evaluator, g, cfg, candidates=cands)
   assert len(pooled.runs) == 4 and all(smc.finished(s, cfg) for s in pooled.runs)
   assert all(s.elites and s.moves > 0 for s in pooled.runs)
   mass = pooled_lib.pooled_mass(pooled.runs, evaluator.key)
@@ -72,9 +77,18 @@ def test_pooled_rejuvenated_mass_matches_the_visited_posterior(exact_space):
   assert pooled_lib.total_variation(mass, exact) < 3 * bound, (pooled_lib.total_variation(mass, exact), bound)
   assert next(iter(mass)) == next(iter(exact))
   # Run 0 of the pooled sampler is the single run with the same key.
-  single = smc.run(jax.random.key(7), evaluator, g, cfg)
-  assert smc.posterior_mass(single.particles, single.log_weights, evaluator.key) == \
-      smc.posterior_mass(pooled.runs[0].particles, pooled.runs[0].log_weights, evaluator.key)
+  single = smc.run(jax.random.key(7), evaluator, g, cfg, candidates=cands)
+  assert smc.run_mass(single, evaluator.key) == smc.run_mass(pooled.runs[0], evaluator.key)
+
+
+def test_run_mass_averages_the_second_half_of_the_final_sweeps(exact_space):
+  _, evaluator, _, space = exact_space
+  a, b, c = space[:3]
+  state = smc.SMCState((a, a), np.zeros(2), np.zeros(2), 1.0, 0.0, 1, 2)
+  assert smc.run_mass(state, evaluator.key) == {evaluator.key(a): 1.0}
+  state = state._replace(final_mass=(((c, 1.0),), ((a, 0.5), (b, 0.5)), ((a, 0.25), (b, 0.75))))
+  mass = smc.run_mass(state, evaluator.key)  # sweeps 2 and 3 of 3 (the first is burn-in)
+  assert mass == pytest.approx({evaluator.key(b): 0.625, evaluator.key(a): 0.375})
 
 
 def test_final_sweeps_with_elites_leave_the_posterior_invariant(exact_space):

@@ -7,7 +7,7 @@ import pytest
 
 from methods.model_smc import expr as ex
 from methods.model_smc import grammar
-from methods.model_smc import smc
+from methods.model_smc import moves
 from methods.model_smc import structure as st
 
 STATES = ("x", "y")
@@ -112,7 +112,7 @@ def test_metropolis_hastings_kernel_leaves_the_tempered_target_invariant(beta):
     out, probs = g.distribution(m)
     for m2, q in zip(out, probs):
       j = index[m2]
-      log_a = smc._log_accept(beta, log_z[j], log_z[i], lp[j], lp[i], g.log_prob(m, m2), g.log_prob(m2, m))  # pylint: disable=protected-access
+      log_a = moves.log_accept(beta, log_z[j], log_z[i], lp[j], lp[i], g.log_prob(m, m2), g.log_prob(m2, m))  # pylint: disable=protected-access
       trans[i, j] = q * min(1.0, math.exp(min(log_a, 0.0))) if log_a > -math.inf else 0.0
     trans[i, i] = 1.0 - trans[i].sum()
   with np.errstate(invalid="ignore"):

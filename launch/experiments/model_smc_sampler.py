@@ -23,6 +23,7 @@ from launch import llm_client
 from launch.runtime import Context
 from methods.common import hparams
 from methods.model_smc import expr as ex
+from methods.model_smc import gradient_matching as gm_lib
 from methods.model_smc import llm as llm_lib
 from methods.model_smc import pooled as pooled_lib
 from methods.model_smc import reference
@@ -117,6 +118,8 @@ class _Algorithm(NamedTuple):
 def _tempered(config, evaluator, grammar, key) -> _Algorithm:
   cfg = hparams.from_config(smc.SMCConfig, config.smc)
   lib = evaluator.library
+  candidates = gm_lib.candidates(evaluator.model(), evaluator.data, num_rows=evaluator.cfg.fit_rows,
+                                 max_terms=cfg.max_terms, count=cfg.candidates)
   shape = (cfg.num_runs, cfg.num_particles)
 
   def metrics(info):
@@ -138,7 +141,8 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
       arrays.beta[r], arrays.log_normalizer[r] = state.beta, state.log_normalizer
       runs.append({"particles": [encode_structure(m, lib) for m in state.particles], "iteration": state.iteration,
                    "proposals": state.proposals, "sweeps": state.sweeps, "moves": state.moves,
-                   "elites": None if state.elites is None else [encode_structure(m, lib) for m in state.elites]})
+                   "elites": None if state.elites is None else [encode_structure(m, lib) for m in state.elites],
+                   "final_mass": [[[encode_structure(m, lib), v] for m, v in sweep] for sweep in state.final_mass]})
     return arrays, {"runs": runs}
 
   def decode(arrays, s):
@@ -148,7 +152,8 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
       runs.append(smc.SMCState(
           tuple(decode_structure(p, lib) for p in d["particles"]), np.array(arrays.log_weights[r], np.float64),
           np.array(arrays.log_evidence[r], np.float64), float(arrays.beta[r]), float(arrays.log_normalizer[r]),
-          int(d["iteration"]), int(d["proposals"]), elites, int(d["sweeps"]), float(d["moves"])))
+          int(d["iteration"]), int(d["proposals"]), elites, int(d["sweeps"]), float(d["moves"]),
+          tuple(tuple((decode_structure(p, lib), float(v)) for p, v in sweep) for sweep in d.get("final_mass", ()))))
     return pooled_lib.PooledState(tuple(runs))
 
   def fraction(pooled):
@@ -159,7 +164,8 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
 
   return _Algorithm(
       num_particles=cfg.num_particles, template=lambda: SamplerArrays.make(shape),
-      run=lambda state, cb: pooled_lib.run_pooled(key, evaluator, grammar, cfg, state=state, callback=cb),
+      run=lambda state, cb: pooled_lib.run_pooled(key, evaluator, grammar, cfg, state=state, callback=cb,
+                                                  candidates=candidates),
       fraction=fraction, finished=lambda pooled: pooled_lib.pooled_finished(pooled, cfg),
       metrics=metrics, encode=encode, decode=decode)
 
@@ -271,7 +277,7 @@ def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional
 
 def run_summary(state: smc.SMCState, evaluator) -> dict:
   """One run of the pooled sampler, for results.json (its whole particle mass: the TV needs it)."""
-  mass = smc.posterior_mass(state.particles, state.log_weights, evaluator.key)
+  mass = smc.run_mass(state, evaluator.key)
   return {"mass": mass, "iterations": state.iteration, "proposals": state.proposals, "final_sweeps": state.sweeps,
           "moves_per_particle": state.moves, "log_normalizer": state.log_normalizer,
           "num_elites": len(state.elites or ())}

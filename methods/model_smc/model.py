@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -302,6 +302,27 @@ class StructuredModel:
                  and sum(bool(ex.params_of(f)) for f in factors) == 1)
     return out
 
+  def gradient_matching_features(self, data: Data, *, num_rows: int) -> Optional[tuple[jax.Array, jax.Array]]:
+    """``(deriv [T-2, S], g [T-2, K])``: central differences of the observations and the bodies at them.
+
+    ``g[:, k]`` is body ``k`` with its parameters at 1 (``theta * g`` for a
+    linear body), at rows ``1..num_rows-2``; ``None`` when a state is
+    unobserved or ``num_rows < 3``.
+    """
+    sp, lay = self.spec, self.layout
+    if sorted(sp.observed) != list(range(len(sp.states))) or num_rows < 3:
+      return None
+    order = np.argsort(np.asarray(sp.observed))
+    ys = data.y[:num_rows][:, order]  # [T, S] in state order
+    deriv = (ys[2:] - ys[:-2]) / (2 * sp.dt)  # [T-2, S]
+    xs = ys[1:-1]
+    ts = (jnp.arange(1, num_rows - 1) * sp.dt).astype(ys.dtype)
+    cols = []
+    for k, fn in enumerate(self._fns):
+      n = lay.body_params[k]
+      cols.append(jax.vmap(lambda x, t, fn=fn, n=n: jnp.asarray(fn(x, jnp.ones((n,), ys.dtype), t), ys.dtype))(xs, ts))
+    return deriv, jnp.stack(cols, axis=1)
+
   def gradient_matching_init(self, signs: jax.Array, data: Data, *, num_rows: int,
                              ridge: float = 1e-3) -> jax.Array:
     """``[D]`` start values whose linear coefficients match finite differences.
@@ -315,22 +336,14 @@ class StructuredModel:
     """
     sp, lay = self.spec, self.layout
     phi = self.default_phi(data)
-    if sorted(sp.observed) != list(range(len(sp.states))) or num_rows < 3:
+    gm = self.gradient_matching_features(data, num_rows=num_rows)
+    if gm is None:
       return phi
-    order = np.argsort(np.asarray(sp.observed))
-    ys = data.y[:num_rows][:, order]  # [T, S] in state order
-    deriv = (ys[2:] - ys[:-2]) / (2 * sp.dt)  # [T-2, S]
-    xs = ys[1:-1]
-    ts = (jnp.arange(1, num_rows - 1) * sp.dt).astype(ys.dtype)
+    deriv, g_all = gm
     linear = self.linear_bodies()
-    feats, fixed = [], jnp.zeros_like(deriv)
-    for k, fn in enumerate(self._fns):
-      n = lay.body_params[k]
-      g = jax.vmap(lambda x, t: jnp.asarray(fn(x, jnp.ones((n,), ys.dtype), t), ys.dtype))(xs, ts)
-      feats.append(jnp.where(linear[k], g, 0.0))
-      if n == 0:
-        fixed = fixed + signs[:, k][None, :] * g[:, None]
-    feats = jnp.stack(feats, axis=1)  # [T-2, K]
+    n_free = jnp.asarray([n == 0 for n in lay.body_params])
+    fixed = (g_all * n_free[None, :]) @ signs.T.astype(g_all.dtype)  # [T-2, S]: parameter-free bodies
+    feats = jnp.where(jnp.asarray(linear)[None, :], g_all, 0.0)  # [T-2, K]
     target = deriv - fixed
     lin = jnp.asarray(linear)
     for s in range(len(sp.states)):

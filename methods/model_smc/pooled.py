@@ -18,8 +18,8 @@ import numpy as np
 from methods.model_smc.evaluator import Evaluator
 from methods.model_smc.grammar import GrammarProposal
 from methods.model_smc.smc import finished
-from methods.model_smc.smc import posterior_mass
 from methods.model_smc.smc import run
+from methods.model_smc.smc import run_mass
 from methods.model_smc.smc import SMCConfig
 from methods.model_smc.smc import SMCState
 from methods.model_smc.smc import StepInfo
@@ -44,12 +44,14 @@ def pooled_finished(state: PooledState, cfg: SMCConfig) -> bool:
 
 def run_pooled(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMCConfig, *,
                state: Optional[PooledState] = None,
-               callback: Optional[Callable[[PooledState, StepInfo], None]] = None) -> PooledState:
+               callback: Optional[Callable[[PooledState, StepInfo], None]] = None,
+               candidates: tuple = ()) -> PooledState:
   """``cfg.num_runs`` independent runs of :func:`run` (resumable; one evaluator cache).
 
   The evaluator's cache is shared (``Z(m)`` is a deterministic function of
   ``m``), which saves fits but does not couple the runs: each run's
-  particles, weights and elite set depend on its own key only.
+  particles, weights and elite set depend on its own key only (and on the
+  ``candidates``, fixed by the data and the same for every run).
   """
   runs = list(state.runs) if state is not None else []
   for r in range(cfg.num_runs):
@@ -62,15 +64,15 @@ def run_pooled(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, c
         callback(PooledState(done + (s,)), info._replace(run=r))
 
     runs[r:] = [run(run_key(key, r), evaluator, grammar, cfg, state=runs[r] if r < len(runs) else None,
-                    callback=cb)]
+                    callback=cb, candidates=candidates)]
   return PooledState(tuple(runs))
 
 
 def pooled_mass(runs, key_fn: Callable) -> dict:
-  """Equal-weight average of the runs' :func:`posterior_mass`, largest first."""
+  """Equal-weight average of the runs' :func:`run_mass`, largest first."""
   total = collections.defaultdict(float)
   for s in runs:
-    for k, v in posterior_mass(s.particles, s.log_weights, key_fn).items():
+    for k, v in run_mass(s, key_fn).items():
       total[k] += v / len(runs)
   return dict(sorted(total.items(), key=lambda kv: -kv[1]))
 

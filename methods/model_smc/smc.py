@@ -17,14 +17,20 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
    * systematic resampling when ``ESS < threshold * N``;
    * ``mcmc_steps`` Metropolis-Hastings sweeps at ``beta_t`` with the grammar
      proposal ``q`` and acceptance
-     ``min(1, p(m') Z(m')^beta q(m | m') / (p(m) Z(m)^beta q(m' | m)))``.
+     ``min(1, p(m') Z(m')^beta q(m | m') / (p(m) Z(m)^beta q(m' | m)))``
+     (:mod:`methods.model_smc.moves`); with gradient-matching candidates
+     ``C`` (:mod:`methods.model_smc.gradient_matching`, a reconstruction:
+     fixed by the data before the run) the proposal is the mixture
+     ``(1 - c - delta) q + c Uniform(C) + delta p`` with
+     ``c = candidate_prob``.
 
 3. at ``beta = 1`` (a reconstruction: the paper's sampler has no such phase;
    added because on the pelts the particle masses disagreed with ``p(m) Z(m)``
    over the visited structures, i.e. the particles had not mixed):
 
    * ``local_search``: steepest ascent of ``log p(m) + log Z(m)`` over the
-     full single-edit neighbourhood, from the run's best distinct particles;
+     full single-edit neighbourhood, from the run's best distinct particles
+     and candidates;
      the ``num_elites`` best structures the run has seen (particles and
      searched neighbourhoods) become a fixed *elite set* ``E``;
    * rejuvenation sweeps at ``beta = 1`` until the acceptance-weighted move
@@ -38,6 +44,10 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
      independence component restricted to ``E``; the prior component makes
      the jump's reverse possible from any structure, not only from an elite
      or a grammar neighbour of one).
+   * the run's estimate of ``pi(m)`` (:func:`run_mass`) is the average over
+     the second half of these sweeps, each Rao-Blackwellised over its
+     proposals (the proposal gets the particle's weight times the
+     acceptance probability, the current structure the rest).
 
 Independent runs (``num_runs``, each with its own key, particles and elite
 set) are pooled with equal weight per run (:func:`methods.model_smc.pooled.run_pooled`,
@@ -67,7 +77,10 @@ from methods.common import hparams
 from methods.common import smc_math
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
+from methods.model_smc import moves
 from methods.model_smc.grammar import GrammarProposal
+from methods.model_smc.moves import host_rng  # noqa: F401  (re-exported)
+from methods.model_smc.moves import mh_sweep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +116,12 @@ class SMCConfig(hparams.Hyperparameters):
   prior_prob: float = hparams.field(
       0.0, "delta: probability that a final sweep proposes a fresh prior draw (an elite jump is then reversible "
       "from any structure).", low=0, high=1, high_open=True)
+  candidates: int = hparams.field(
+      0, "Gradient-matching candidate structures C (fixed by the data; 0: none): local-search starts, elite "
+      "pool, and candidate_prob jumps while tempering.", low=0)
+  candidate_prob: float = hparams.field(
+      0.0, "Probability that a tempering move proposes a uniform candidate (with prior_prob fresh prior draws "
+      "that make it reversible).", low=0, high=1, high_open=True)
 
   def checks(self):
     if len(self.move_probs) != 4 or sum(self.move_probs) <= 0:
@@ -111,6 +130,8 @@ class SMCConfig(hparams.Hyperparameters):
       yield "num_elites", f"elite jumps (elite_prob={self.elite_prob}) need num_elites >= 2 (or elite_prob=0)"
     if self.elite_prob + self.prior_prob >= 1:
       yield "prior_prob", f"elite_prob + prior_prob = {self.elite_prob + self.prior_prob:g} leaves no grammar moves"
+    if self.candidate_prob + self.prior_prob >= 1:
+      yield "candidate_prob", "candidate_prob + prior_prob must leave room for grammar moves"
     if self.final_moves > 0 and self.final_max_sweeps < 1:
       yield "final_max_sweeps", f"final_moves={self.final_moves} needs final_max_sweeps >= 1 (or final_moves=0)"
 
@@ -131,6 +152,10 @@ class SMCState(NamedTuple):
       done (``None`` before).
     sweeps: final sweeps done at ``beta = 1``.
     moves: acceptance-weighted moves per particle of those sweeps.
+    final_mass: one ``((structure, mass), ...)`` per final sweep,
+      Rao-Blackwellised (each proposal gets ``W_i a_i``, its current
+      structure ``W_i (1 - a_i)``); :func:`run_mass` averages the second
+      half of the sweeps (the first half is burn-in).
   """
 
   particles: tuple[st.Structure, ...]
@@ -143,6 +168,7 @@ class SMCState(NamedTuple):
   elites: Optional[tuple[st.Structure, ...]] = None
   sweeps: int = 0
   moves: float = 0.0
+  final_mass: tuple[tuple[tuple[st.Structure, float], ...], ...] = ()
 
 
 class StepInfo(NamedTuple):
@@ -176,17 +202,30 @@ def _temper(log_weights, log_evidence, beta, rho, max_delta):
 _systematic = jax.jit(smc_math.systematic_resample, static_argnames=("num_samples",))
 
 
-def host_rng(key: jax.Array) -> np.random.Generator:
-  """A NumPy generator seeded from a JAX key (deterministic)."""
-  return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
-
-
 def posterior_mass(particles, log_weights, key_fn: Callable) -> dict:
   """``{canonical key: sum of normalised weights}``, largest first."""
   w = np.asarray(smc_math.normalize(jnp.asarray(log_weights, jnp.float32)), np.float64)
   mass = collections.defaultdict(float)
   for m, wi in zip(particles, w):
     mass[key_fn(m)] += float(wi)
+  return dict(sorted(mass.items(), key=lambda kv: -kv[1]))
+
+
+def run_mass(state: SMCState, key_fn: Callable) -> dict:
+  """The run's estimate of ``pi(m)``, largest first.
+
+  The average over the second half of the final sweeps at ``beta = 1``
+  (each Rao-Blackwellised over its proposals; an MCMC time average), else
+  the particles' weighted mass.
+  """
+  if not state.final_mass:
+    return posterior_mass(state.particles, state.log_weights, key_fn)
+  kept = state.final_mass[len(state.final_mass) // 2:]
+  mass = collections.defaultdict(float)
+  total = sum(v for sweep in kept for _, v in sweep)
+  for sweep in kept:
+    for m, v in sweep:
+      mass[key_fn(m)] += v / total
   return dict(sorted(mass.items(), key=lambda kv: -kv[1]))
 
 
@@ -200,90 +239,9 @@ def init(key: jax.Array, evaluator: Evaluator, cfg: SMCConfig) -> SMCState:
   return SMCState(particles, np.zeros(cfg.num_particles), log_z, 0.0, 0.0, 0, cfg.num_particles)
 
 
-def _log_accept(beta, lz_new, lz_old, lp_new, lp_old, lq_rev, lq_fwd) -> float:
-  if beta == 0.0:
-    like = 0.0
-  elif lz_new == -math.inf:
-    return -math.inf
-  elif lz_old == -math.inf:
-    return math.inf
-  else:
-    like = beta * (lz_new - lz_old)
-  return like + (lp_new - lp_old) + (lq_rev - lq_fwd)
-
-
-def _log_prior_fn(evaluator: Evaluator, cfg: SMCConfig) -> Callable[[st.Structure], float]:
-  return functools.partial(st.log_prior, num_bodies=len(evaluator.library), p_include=cfg.p_include,
-                           max_terms=cfg.max_terms)
-
-
-def _log_q(grammar: GrammarProposal, to: st.Structure, frm: st.Structure, elites: frozenset,
-           num_elites: int, eps: float, delta: float = 0.0, log_prior_to: float = -math.inf) -> float:
-  """``log q(to | frm)`` of the mixture ``(1 - eps - delta) q_grammar + eps Uniform(E) + delta p``."""
-  lq = grammar.log_prob(to, frm)
-  if (eps <= 0 or not num_elites) and delta <= 0:
-    return lq
-  q = ((1 - eps - delta) * (math.exp(lq) if lq > -math.inf else 0.0)
-       + (eps / num_elites if num_elites and to in elites else 0.0) + delta * math.exp(log_prior_to))
-  return math.log(q) if q > 0 else -math.inf
-
-
-def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator,
-             grammar: GrammarProposal, cfg: SMCConfig, elites: tuple[st.Structure, ...] = ()):
-  """One Metropolis-Hastings move per particle, invariant for ``pi_beta``.
-
-  Args:
-    elites: a fixed elite set ``E``; with it (and ``cfg.elite_prob > 0``)
-      the proposal is the mixture ``(1 - eps) q + eps Uniform(E)``, whose
-      density enters the ratio exactly.
-
-  Returns:
-    ``(particles, log_z, accepted [N] bool, acceptance [N])``: the
-    acceptance probability of each proposal that changes the structure (0
-    for the others).
-  """
-  n = len(particles)
-  # Three split keys: fold_in(key, 1) would equal split(key)[1], i.e. reuse the acceptance uniforms.
-  k_prop, k_acc, k_mix = jax.random.split(key, 3)
-  u = np.asarray(jax.random.uniform(k_prop, (n,)), np.float64)
-  log_v = np.log(np.asarray(jax.random.uniform(k_acc, (n,)), np.float64))
-  eps = cfg.elite_prob if elites else 0.0
-  delta = cfg.prior_prob if elites else 0.0
-  if eps > 0 or delta > 0:
-    u_mix = np.asarray(jax.random.uniform(k_mix, (n,)), np.float64)
-    rng = host_rng(k_mix)
-    k_all, n_states = len(evaluator.library), len(evaluator.library.states)
-    proposed = []
-    for m, ui, um in zip(particles, u, u_mix):
-      if um < eps:
-        proposed.append(elites[min(int(ui * len(elites)), len(elites) - 1)])
-      elif um < eps + delta:
-        proposed.append(st.sample_prior(rng, k_all, n_states, p_include=cfg.p_include, max_terms=cfg.max_terms))
-      else:
-        proposed.append(grammar.sample(m, ui))
-  else:
-    proposed = [grammar.sample(m, ui) for m, ui in zip(particles, u)]
-  lz_prop = evaluator.evaluate(proposed)
-  prior = _log_prior_fn(evaluator, cfg)
-  elite_set = frozenset(elites)
-  out_p, out_z, accepted = list(particles), np.array(log_z, np.float64), np.zeros(n, bool)
-  prob = np.zeros(n)
-  for i, (m, m2) in enumerate(zip(particles, proposed)):
-    if m2 == m:
-      continue
-    lp_new, lp_old = prior(m2), prior(m)
-    log_a = _log_accept(beta, lz_prop[i], log_z[i], lp_new, lp_old,
-                        _log_q(grammar, m, m2, elite_set, len(elites), eps, delta, lp_old),
-                        _log_q(grammar, m2, m, elite_set, len(elites), eps, delta, lp_new))
-    prob[i] = math.exp(min(log_a, 0.0))
-    if log_v[i] < log_a:
-      out_p[i], out_z[i], accepted[i] = m2, lz_prop[i], True
-  return tuple(out_p), out_z, accepted, prob
-
-
 def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal,
-         cfg: SMCConfig) -> tuple[SMCState, StepInfo]:
-  """One tempering step: reweight, (maybe) resample, rejuvenate."""
+         cfg: SMCConfig, candidates: tuple[st.Structure, ...] = ()) -> tuple[SMCState, StepInfo]:
+  """One tempering step: reweight, (maybe) resample, rejuvenate (with candidate jumps if ``candidates``)."""
   n = cfg.num_particles
   k_res, k_mh = jax.random.split(key)
   lw = jnp.asarray(state.log_weights, jnp.float32)
@@ -304,8 +262,9 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
     log_w = np.zeros(n)
   accepted = 0
   for j in range(cfg.mcmc_steps):
-    particles, log_z, acc, _ = mh_sweep(jax.random.fold_in(k_mh, j), particles, log_z, new_beta,
-                                        evaluator, grammar, cfg)
+    jumps = candidates if cfg.candidate_prob > 0 else ()
+    particles, log_z, acc, _, _ = mh_sweep(jax.random.fold_in(k_mh, j), particles, log_z, new_beta, evaluator,
+                                           grammar, cfg, elites=jumps, eps=cfg.candidate_prob)
     accepted += int(acc.sum())
   proposals = state.proposals + n * cfg.mcmc_steps
   new = state._replace(particles=particles, log_weights=log_w, log_evidence=log_z, beta=new_beta,
@@ -326,7 +285,7 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
 
 
 def local_search(state: SMCState, evaluator: Evaluator, grammar: GrammarProposal,
-                 cfg: SMCConfig) -> tuple[SMCState, StepInfo]:
+                 cfg: SMCConfig, candidates: tuple[st.Structure, ...] = ()) -> tuple[SMCState, StepInfo]:
   """Steepest ascent from the best particles; fixes the elite set ``E``.
 
   From each of the ``cfg.local_search`` best distinct particles (by
@@ -334,12 +293,15 @@ def local_search(state: SMCState, evaluator: Evaluator, grammar: GrammarProposal
   search moves to the best one while it improves, for at most
   ``cfg.local_search_steps`` steps. ``E`` is the ``cfg.num_elites`` best
   structures among the particles and every searched neighbour (this run's
-  own, so independent runs stay independent). Particles and weights are
-  unchanged.
+  own, so independent runs stay independent). The gradient-matching
+  ``candidates`` (fixed by the data) join the particles as starts and
+  elites. Particles and weights are unchanged.
   """
-  prior = _log_prior_fn(evaluator, cfg)
+  prior = moves.log_prior_fn(evaluator, cfg)
   seen = {}  # key -> (structure, log p + log Z)
-  for m, lz in zip(state.particles, state.log_evidence):
+  pool = tuple(state.particles) + tuple(candidates)
+  pool_z = np.concatenate([state.log_evidence, evaluator.evaluate(candidates) if candidates else []])
+  for m, lz in zip(pool, pool_z):
     if math.isfinite(lz):
       seen.setdefault(evaluator.key(m), (m, prior(m) + float(lz)))
   starts = sorted(seen.values(), key=lambda v: -v[1])[:cfg.local_search]
@@ -375,11 +337,17 @@ def _final_info(state: SMCState, evaluator: Evaluator, phase: str, acceptance: f
 def final_sweep(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal,
                 cfg: SMCConfig) -> tuple[SMCState, StepInfo]:
   """One rejuvenation sweep at ``beta = 1`` with the elite mixture proposal."""
-  particles, log_z, acc, prob = mh_sweep(key, state.particles, state.log_evidence, 1.0, evaluator, grammar, cfg,
-                                         elites=state.elites or ())
+  particles, log_z, acc, prob, proposed = mh_sweep(key, state.particles, state.log_evidence, 1.0, evaluator,
+                                                   grammar, cfg, elites=state.elites or ())
   n = len(particles)
+  w = np.asarray(smc_math.normalize(jnp.asarray(state.log_weights, jnp.float32)), np.float64)
+  sweep_mass = collections.defaultdict(float)
+  for m, m2, wi, a in zip(state.particles, proposed, w, prob):
+    sweep_mass[m] += wi * (1.0 - a)
+    sweep_mass[m2] += wi * a
   new = state._replace(particles=particles, log_evidence=log_z, sweeps=state.sweeps + 1,
-                       moves=state.moves + float(prob.sum()) / n, proposals=state.proposals + n)
+                       moves=state.moves + float(prob.sum()) / n, proposals=state.proposals + n,
+                       final_mass=state.final_mass + (tuple(sweep_mass.items()),))
   return new, _final_info(new, evaluator, "final", acceptance=float(acc.mean()))
 
 
@@ -393,7 +361,7 @@ _FINAL_STREAM = 2**31 - 1  # fold_in data of the final sweeps' keys (tempering s
 
 
 def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMCConfig, *,
-        state: Optional[SMCState] = None,
+        state: Optional[SMCState] = None, candidates: tuple[st.Structure, ...] = (),
         callback: Optional[Callable[[SMCState, StepInfo], None]] = None) -> SMCState:
   """Runs (or resumes) tempered SMC until ``beta = 1``, then the local search and final sweeps.
 
@@ -405,6 +373,9 @@ def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMC
     grammar: the exact-density proposal.
     cfg: settings.
     state: a state to resume from (default: a fresh :func:`init`).
+    candidates: the gradient-matching candidates
+      (:func:`methods.model_smc.gradient_matching.candidates`, fixed by
+      the data; ``cfg.candidates`` of them).
     callback: called after every step with the new state and its info.
 
   Raises:
@@ -416,11 +387,11 @@ def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMC
     if state.iteration >= cfg.max_iterations:
       raise RuntimeError(f"beta reached only {state.beta:.4g} after {cfg.max_iterations} tempering "
                          "steps; raise smc.max_iterations or lower smc.target_ess")
-    state, info = step(state, jax.random.fold_in(key, state.iteration + 1), evaluator, grammar, cfg)
+    state, info = step(state, jax.random.fold_in(key, state.iteration + 1), evaluator, grammar, cfg, candidates)
     if callback is not None:
       callback(state, info)
   if state.elites is None:
-    state, info = local_search(state, evaluator, grammar, cfg)
+    state, info = local_search(state, evaluator, grammar, cfg, candidates)
     if callback is not None:
       callback(state, info)
   final_key = jax.random.fold_in(key, _FINAL_STREAM)
