@@ -20,7 +20,7 @@ DEMOS = (
     ("varde_bai", "cpu,problem=E1"),
     ("varde_mcts", "smoke,envs=tree"),
     ("varde_bpi", "smoke"),
-    ("model_smc", "cpu,task=pelts"),
+    ("model_smc", "cpu,task=pelts,runs=2"),
     ("model_smc_fit_panel", "smoke"),
     ("model_smc_calibration", "smoke"),
     ("reg", "cpu,tasks=pendulum,kinds=medium"),

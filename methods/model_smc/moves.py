@@ -50,29 +50,39 @@ def log_prior_fn(evaluator: Evaluator, cfg: SMCConfig) -> Callable[[st.Structure
                            max_terms=cfg.max_terms)
 
 
-def log_q(grammar: GrammarProposal, to: st.Structure, frm: st.Structure, elites: frozenset,
-             num_elites: int, eps: float, delta: float = 0.0, log_prior_to: float = -math.inf) -> float:
-  """``log q(to | frm)`` of the mixture ``(1 - eps - delta) q_grammar + eps Uniform(E) + delta p``."""
+def log_q(grammar: GrammarProposal, to: st.Structure, frm: st.Structure, set_probs: dict, eps: float,
+          delta: float = 0.0, log_prior_to: float = -math.inf) -> float:
+  """``log q(to | frm)`` of the mixture ``(1 - eps - delta) q_grammar + eps r_E + delta p``.
+
+  ``set_probs`` is ``r_E``: each structure of the fixed set ``E`` with its
+  proposal probability.
+  """
   lq = grammar.log_prob(to, frm)
-  if (eps <= 0 or not num_elites) and delta <= 0:
+  if (eps <= 0 or not set_probs) and delta <= 0:
     return lq
   q = ((1 - eps - delta) * (math.exp(lq) if lq > -math.inf else 0.0)
-       + (eps / num_elites if num_elites and to in elites else 0.0) + delta * math.exp(log_prior_to))
+       + eps * set_probs.get(to, 0.0) + delta * math.exp(log_prior_to))
   return math.log(q) if q > 0 else -math.inf
 
 
 def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator,
              grammar: GrammarProposal, cfg: SMCConfig, elites: tuple[st.Structure, ...] = (),
-             eps: Optional[float] = None, delta: Optional[float] = None):
+             eps: Optional[float] = None, delta: Optional[float] = None,
+             elite_probs: Optional[np.ndarray] = None):
   """One Metropolis-Hastings move per particle, invariant for ``pi_beta``.
 
   Args:
     elites: a fixed set ``E`` (the elites, or the gradient-matching
       candidates); with it the proposal is the mixture
-      ``(1 - eps - delta) q + eps Uniform(E) + delta p``, whose density
-      enters the ratio exactly.
+      ``(1 - eps - delta) q + eps r_E + delta p``, whose density enters
+      the ratio exactly.
     eps, delta: the mixture's weights (default ``cfg.elite_prob`` and
       ``cfg.prior_prob``; both 0 without ``E``).
+    elite_probs: ``[|E|]`` the proposal probabilities ``r_E`` of the set's
+      members (fixed before the sweep; default uniform). With ``r_E``
+      proportional to ``p(m) Z(m)^beta`` a jump between two members is
+      always accepted (an independence proposal from the target restricted
+      to ``E``).
 
   Returns:
     ``(particles, log_z, accepted [N] bool, acceptance [N], proposed)``:
@@ -86,6 +96,15 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
   log_v = np.log(np.asarray(jax.random.uniform(k_acc, (n,)), np.float64))
   eps = (cfg.elite_prob if eps is None else eps) if elites else 0.0
   delta = (cfg.prior_prob if delta is None else delta) if elites else 0.0
+  if elites:
+    r = np.full(len(elites), 1.0 / len(elites)) if elite_probs is None else np.asarray(elite_probs, np.float64)
+    r = r / r.sum()
+    set_probs = {}
+    for m, p in zip(elites, r):
+      set_probs[m] = set_probs.get(m, 0.0) + float(p)
+    cdf = np.cumsum(r)
+  else:
+    set_probs, cdf = {}, np.zeros(0)
   if eps > 0 or delta > 0:
     u_mix = np.asarray(jax.random.uniform(k_mix, (n,)), np.float64)
     rng = host_rng(k_mix)
@@ -93,7 +112,7 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
     proposed = []
     for m, ui, um in zip(particles, u, u_mix):
       if um < eps:
-        proposed.append(elites[min(int(ui * len(elites)), len(elites) - 1)])
+        proposed.append(elites[min(int(np.searchsorted(cdf, ui * cdf[-1], side="right")), len(elites) - 1)])
       elif um < eps + delta:
         proposed.append(st.sample_prior(rng, k_all, n_states, p_include=cfg.p_include, max_terms=cfg.max_terms))
       else:
@@ -102,7 +121,6 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
     proposed = [grammar.sample(m, ui) for m, ui in zip(particles, u)]
   lz_prop = evaluator.evaluate(proposed)
   prior = log_prior_fn(evaluator, cfg)
-  elite_set = frozenset(elites)
   out_p, out_z, accepted = list(particles), np.array(log_z, np.float64), np.zeros(n, bool)
   prob = np.zeros(n)
   for i, (m, m2) in enumerate(zip(particles, proposed)):
@@ -110,8 +128,8 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
       continue
     lp_new, lp_old = prior(m2), prior(m)
     log_a = log_accept(beta, lz_prop[i], log_z[i], lp_new, lp_old,
-                        log_q(grammar, m, m2, elite_set, len(elites), eps, delta, lp_old),
-                        log_q(grammar, m2, m, elite_set, len(elites), eps, delta, lp_new))
+                       log_q(grammar, m, m2, set_probs, eps, delta, lp_old),
+                       log_q(grammar, m2, m, set_probs, eps, delta, lp_new))
     prob[i] = math.exp(min(log_a, 0.0))
     if log_v[i] < log_a:
       out_p[i], out_z[i], accepted[i] = m2, lz_prop[i], True

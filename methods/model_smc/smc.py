@@ -37,8 +37,10 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
      count (the sum over sweeps of the mean acceptance probability of moves
      that change the structure) reaches ``final_moves`` per particle, or
      ``final_max_sweeps`` sweeps. Their proposal is the mixture
-     ``(1 - eps - delta) q(m' | m) + eps 1[m' in E] / |E| + delta p(m')`` with
-     ``eps = elite_prob`` and ``delta = prior_prob``: ``E`` is fixed before
+     ``(1 - eps - delta) q(m' | m) + eps r(m') 1[m' in E] + delta p(m')`` with
+     ``eps = elite_prob``, ``delta = prior_prob`` and ``r(m) ∝ p(m) Z(m)``
+     over ``E`` (``elite_weights="posterior"``; a jump between two elites is
+     then always accepted) or uniform: ``E`` is fixed before
      these sweeps and the mixture's density is exact, so the kernel stays
      invariant for ``p(m | x)``, and particles jump to the elites (an MH
      independence component restricted to ``E``; the prior component makes
@@ -108,8 +110,11 @@ class SMCConfig(hparams.Hyperparameters):
   local_search_steps: int = hparams.field(3, "Most ascent steps of each local search.", low=1)
   num_elites: int = hparams.field(8, "Size of the elite set E (best structures a run has seen at beta = 1).",
                                   low=0)
-  elite_prob: float = hparams.field(0.2, "eps: probability that a final sweep proposes a uniform elite.", low=0,
+  elite_prob: float = hparams.field(0.2, "eps: probability that a final sweep proposes an elite.", low=0,
                                     high=1, high_open=True)
+  elite_weights: str = hparams.field(
+      "posterior", "Which elite: posterior (probability p(m) Z(m) / sum over E; a jump between elites is always "
+      "accepted) or uniform.", choices=("posterior", "uniform"))
   final_moves: float = hparams.field(
       2.0, "Final sweeps at beta = 1 until the acceptance-weighted move count per particle reaches this.", low=0)
   final_max_sweeps: int = hparams.field(10, "Cap on the final sweeps at beta = 1.", low=0)
@@ -337,8 +342,15 @@ def _final_info(state: SMCState, evaluator: Evaluator, phase: str, acceptance: f
 def final_sweep(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal,
                 cfg: SMCConfig) -> tuple[SMCState, StepInfo]:
   """One rejuvenation sweep at ``beta = 1`` with the elite mixture proposal."""
+  elites = state.elites or ()
+  probs = None
+  if elites and cfg.elite_weights == "posterior":
+    prior = moves.log_prior_fn(evaluator, cfg)
+    joint = np.array([prior(m) for m in elites]) + np.asarray(evaluator.evaluate(elites), np.float64)
+    joint = np.where(np.isfinite(joint), joint, -np.inf)
+    probs = np.exp(joint - joint.max()) if np.isfinite(joint.max()) else None
   particles, log_z, acc, prob, proposed = mh_sweep(key, state.particles, state.log_evidence, 1.0, evaluator,
-                                                   grammar, cfg, elites=state.elites or ())
+                                                   grammar, cfg, elites=elites, elite_probs=probs)
   n = len(particles)
   w = np.asarray(smc_math.normalize(jnp.asarray(state.log_weights, jnp.float32)), np.float64)
   sweep_mass = collections.defaultdict(float)
