@@ -54,7 +54,7 @@ def test_smc_frequencies_match_brute_force(exact_setup):
   for r in range(reps):
     final = smc.run(jax.random.key(100 + r), evaluator, g, cfg)
     betas.append(final.beta)
-    for k, v in smc.posterior_mass(final.particles, final.log_weights, evaluator.key).items():
+    for k, v in smc.run_mass(final, evaluator.key).items():
       freqs[r, index[k]] = v
     norms[r] = final.log_normalizer
   assert evaluator.num_fits == fits_before, "every structure was already fitted"

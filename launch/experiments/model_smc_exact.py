@@ -46,7 +46,7 @@ def run_exact(config, ctx, task, evaluator, grammar, cfg: smc.SMCConfig) -> dict
   iterations = list(meta["iterations"]) if meta else []
   for r in range(step, repeats):
     final = smc.run(jax.random.fold_in(jax.random.key(config.seed), r), evaluator, grammar, cfg)
-    for k, v in smc.posterior_mass(final.particles, final.log_weights, evaluator.key).items():
+    for k, v in smc.run_mass(final, evaluator.key).items():
       freqs[r, index[k]] = v
     log_norms[r] = final.log_normalizer
     iterations.append(final.iteration)
