@@ -166,3 +166,24 @@ def test_bad_mixing_keys_fail_before_compute(overrides, words, tmp_path):
     runner.run(config, str(tmp_path / "w"))
   assert words in str(info.value)
   assert not os.path.exists(tmp_path / "w")
+
+
+def test_posterior_weighted_elite_jumps_are_always_accepted(exact_space):
+  config, evaluator, g, _ = exact_space
+  exact = sampler.visited_posterior(config, evaluator)
+  elites = tuple(st.from_key(k, evaluator.library) for k in list(exact)[:5])
+  cfg = smc.SMCConfig(num_particles=40, p_include=config.smc.p_include, max_terms=config.smc.max_terms,
+                      elite_prob=0.9, prior_prob=0.05, elite_weights="posterior")
+  particles = (elites[2],) * 40
+  state = smc.SMCState(particles, np.zeros(40), evaluator.evaluate(particles), 1.0, 0.0, 1, 40, elites)
+  new, _ = smc.final_sweep(state, jax.random.key(0), evaluator, g, cfg)
+  (sweep,) = new.final_mass
+  jumped = [m for m, _ in sweep if m in elites and m != elites[2]]
+  assert jumped, "some particles proposed another elite"
+  # Rao-Blackwellised mass of a proposed elite is W * a with a = 1: every elite jump was accepted.
+  targets = {m for m in new.particles if m in elites and m != elites[2]}
+  assert targets == set(jumped)
+  uniform = cfg.__class__(**{**cfg.__dict__, "elite_weights": "uniform"})
+  _, _, _, prob, proposed = smc.mh_sweep(jax.random.key(0), particles, state.log_evidence, 1.0, evaluator, g,
+                                         uniform, elites=elites)
+  assert any(p < 1 for p, m in zip(prob, proposed) if m in elites and m != elites[2])
