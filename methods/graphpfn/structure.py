@@ -303,7 +303,7 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
   return u, v, mask, block1, block2, valid, c1 + c2
 
 
-def _attach(key, graph: graphs.Graph, params: StructureParams, hp: StructureConfig, t_max: int):
+def _attach(key, deg: jax.Array, node_mask: jax.Array, params: StructureParams, hp: StructureConfig, t_max: int):
   """Preferential attachment: PA node ``t`` (id ``n_sbm + t``) links to randint(1, m) degree-weighted nodes.
 
   Barabasi & Albert (1999) as the reference runs it, one node after another:
@@ -322,10 +322,7 @@ def _attach(key, graph: graphs.Graph, params: StructureParams, hp: StructureConf
     of one node dropped) and ``is_pa [N]``.
   """
   m = hp.pa_max_degree
-  n = graph.node_mask.shape[0]
-  ones = graph.edge_mask.astype(jnp.int32)
-  deg = (jax.ops.segment_sum(ones, graph.senders, num_segments=n)
-         + jax.ops.segment_sum(ones, graph.receivers, num_segments=n))
+  n = node_mask.shape[0]
   cumdeg = jnp.cumsum(deg)
   core_ends = cumdeg[-1]
   (u,) = rng.uniforms(key, (t_max, m + 1))
@@ -343,7 +340,7 @@ def _attach(key, graph: graphs.Graph, params: StructureParams, hp: StructureConf
   k = q // 2  # the k-th PA link (in order of nodes, then links)
   owner = jnp.minimum(jnp.searchsorted(done_links, k, side="right"), t_max - 1).astype(jnp.int32)
   flat = owner * m + (k - before[owner])
-  fallback = jnp.argmax(graph.node_mask).astype(jnp.int32)
+  fallback = jnp.argmax(node_mask).astype(jnp.int32)
   in_core = pos < core_ends
   val = jnp.where(count[:, None] == 0, fallback, jnp.where(in_core, core_node, params.n_sbm + owner))
   done = (count[:, None] == 0) | in_core | (q % 2 == 0) | ~use
@@ -387,17 +384,37 @@ def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig, *
   slots = num_slots or hp.sbm_edge_slots
   k_sbm, k_pa, k_perm = jax.random.split(key, 3)
   u, v, mask, block1, block2, valid, drawn = _sbm_levels(k_sbm, params, hp, n, slots)
-  used = jnp.minimum(drawn, slots)  # slots past it are masked: sorting and labelling skip them
+  # Slots from `used` on are masked: the sort, the components, the degrees and the renaming skip them.
+  used = jnp.minimum(drawn, slots)
   g = graphs.simplify(graphs.Graph(u.astype(jnp.int32), v.astype(jnp.int32), mask, valid), used)
-  core = graphs.largest_component(g, used)
-  g = graphs.Graph(g.senders, g.receivers, g.edge_mask & core[g.senders], core)
-  ps, pr, pm, is_pa = _attach(k_pa, g, params, hp, math.ceil(hp.pa_ratio_max * n))
-  g = graphs.Graph(
-      jnp.concatenate([g.senders, ps]), jnp.concatenate([g.receivers, pr]),
-      jnp.concatenate([g.edge_mask, pm]), core | is_pa,
-  )  # already simple: PA edges join a new node to an older one, once per target
-  order, new_id = graphs.compacting_permutation(k_perm, g.node_mask)
-  g = graphs.relabel(g, new_id, g.node_mask[order])
+  edges = (g.senders, g.receivers, g.edge_mask)
+  sizes = graphs.prefix_sizes(slots, finest=4, smallest=slots // 16)
+
+  def core_degrees(e, node_mask):
+    """The largest component and its degrees."""
+    label = graphs.components(graphs.Graph(*e, node_mask))
+    size = jax.ops.segment_sum(node_mask.astype(jnp.int32), label, num_segments=n)
+    core = node_mask & (label == jnp.argmax(size))
+    ones = (e[2] & core[e[0]]).astype(jnp.int32)
+    return core, jax.ops.segment_sum(ones, e[0], num_segments=n) + jax.ops.segment_sum(ones, e[1], num_segments=n)
+
+  core, deg = graphs.on_prefix(core_degrees, used, edges, valid, sizes)
+  ps, pr, pm, is_pa = _attach(k_pa, deg, core, params, hp, math.ceil(hp.pa_ratio_max * n))
+  node_mask = core | is_pa
+  order, new_id = graphs.compacting_permutation(k_perm, node_mask)
+
+  def rename(e, rest):
+    """The core's edges renamed, stored as ``(min, max)``; masked slots keep node 0's new id."""
+    core, new_id = rest
+    a, b = new_id[e[0]], new_id[e[1]]
+    pad = lambda x, fill: jnp.pad(x, (0, slots - x.shape[0]), constant_values=fill)  # noqa: E731
+    return (pad(jnp.minimum(a, b), new_id[0]), pad(jnp.maximum(a, b), new_id[0]),
+            pad(e[2] & core[e[0]], False))
+
+  s, r, m = graphs.on_prefix(rename, used, edges, (core, new_id), graphs.prefix_sizes(slots))
+  a, b = new_id[ps], new_id[pr]  # PA edges: already simple (a new node to an older one, once per target)
+  g = graphs.Graph(jnp.concatenate([s, jnp.minimum(a, b)]), jnp.concatenate([r, jnp.maximum(a, b)]),
+                   jnp.concatenate([m, pm]), node_mask[order])
   keep = lambda b: jnp.where(core & ~is_pa, b, -1)[order].astype(jnp.int32)  # noqa: E731
   return StructureSample(g, keep(block1), keep(block2), is_pa[order], drawn, params)
 
