@@ -212,9 +212,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   # multi-run check). Each run jumps to 16 gradient-matching candidates while
   # tempering (10% of its moves), ends with local searches from its 3 best
   # structures (particles and candidates), then sweeps at beta = 1 with jumps
-  # among its 12 elites (60% of the moves) until 8 acceptance-weighted moves
-  # per particle (at most 30 sweeps); its estimate is the average over the
-  # second half of those sweeps. With one run of 64 particles and no final
+  # among its 12 elites (60% of the moves, in proportion to p(m) Z(m)) until
+  # 20 acceptance-weighted moves per particle (at most 40 sweeps); its
+  # estimate is the average over the second half of those sweeps (with a
+  # target of 8 moves, ~20 sweeps, the 5 runs' estimates still disagreed). With one run of 64 particles and no final
   # phase, the pelts' particle masses disagreed with p(m) Z(m) over the
   # visited structures; with a local search from 1 particle, 8 elites at 20%
   # and no candidates, 4 of 5 runs never reached the best basin.
@@ -227,8 +228,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.smc.local_search_steps = 10
   config.smc.num_elites = 12
   config.smc.elite_prob = 0.6
-  config.smc.final_moves = 8.0
-  config.smc.final_max_sweeps = 30
+  config.smc.final_moves = 20.0
+  config.smc.final_max_sweeps = 40
   config.smc.prior_prob = 0.1  # elite and candidate jumps reversible from any structure
   # Parameter intervals of the reported structures: Laplace at smoke and cpu
   # scale (free: the fit's Hessian); MALA (--config.posterior.method=mala)
