@@ -159,7 +159,8 @@ def largest_component(graph: Graph, count: jax.Array | None = None) -> jax.Array
 
 
 def prefix_sizes(total: int, finest: int = 8, smallest: int = 1024) -> tuple[int, ...]:
-  """Static lengths for :func:`on_prefix`: ``total``, its halvings down to ``smallest``, and ``total * j / finest`` above half."""
+  """Static lengths for :func:`on_prefix`: ``total``, its halvings down to ``smallest``, and
+  ``total * j / finest`` above half."""
   sizes, k = {total}, total
   while k > smallest:
     k = -(-k // 2)
@@ -173,9 +174,9 @@ def on_prefix(fn: Callable[[Any, Any], Any], count: jax.Array, arrays: Any, rest
   """``fn(arrays, rest)`` when only the first ``count`` entries of every array of ``arrays`` matter.
 
   One graph at a time (under ``jit`` or ``lax.map``), ``fn`` runs on the
-  first ``k`` entries (leading axis; ``rest`` whole), ``k`` the smallest of the static ``sizes`` that holds
-  ``count`` (a ``lax.switch``), so its cost follows the graph's own edge
-  count rather than the padded one. ``fn`` must give the same result for
+  first ``k`` entries (leading axis; ``rest`` whole), ``k`` the smallest of
+  the static ``sizes`` that holds ``count`` (a ``lax.switch``), so its cost
+  follows the graph's own edge count rather than the padded one. ``fn`` must give the same result for
   every such ``k`` and outputs of one shape. Under ``jax.vmap`` (where a
   switch would run every branch) it runs once on the whole arrays.
   """
