@@ -68,8 +68,8 @@ class FitConfig(hparams.Hyperparameters):
   num_val: int = F(0, "With heldout evidence, the last num_val training rows are the validation block.", low=0)
   optimizer: str = F("bfgs", "bfgs: BFGS to a convergence test per restart; adam: a fixed budget of Adam steps.",
                      choices=OPTIMIZERS)
-  restarts: int = F(12, "Optimisation restarts R (starts: gradient matching, then it plus jitter).", low=1)
-  keep: int = F(12, "BFGS: if below restarts, only the keep restarts with the lowest objective after "
+  restarts: int = F(16, "Optimisation restarts R (starts: gradient matching, knockouts, then it plus jitter).", low=1)
+  keep: int = F(16, "BFGS: if below restarts, only the keep restarts with the lowest objective after "
                 "screen_iters iterations are continued (cheaper; may drop a restart that was slow to find the "
                 "best basin).", low=1)
   screen_iters: int = F(20, "BFGS: iterations of every restart before the keep best are continued.", low=1)
