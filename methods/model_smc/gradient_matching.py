@@ -95,13 +95,6 @@ def candidates(model: StructuredModel, data: Data, *, num_rows: int, max_terms: 
   num_states = deriv.shape[1]
   keep = max(1, min(per_equation, int(_MAX_COMBINATIONS ** (1.0 / num_states))))
   lists = [equation_subsets(deriv[:, s], feats, usable, max_terms)[:keep] for s in range(num_states)]
-  combos = sorted(itertools.product(*lists), key=lambda c: -sum(score for score, _ in c))
-  out, seen = [], set()
-  for combo in combos:
-    m = Structure.make([terms for _, terms in combo])
-    if m not in seen:
-      seen.add(m)
-      out.append(m)
-    if len(out) == count:
-      break
-  return tuple(out)
+  # Each list holds distinct subsets, so distinct combinations are distinct structures.
+  combos = sorted(itertools.product(*lists), key=lambda c: -sum(score for score, _ in c))[:count]
+  return tuple(Structure.make([terms for _, terms in combo]) for combo in combos)

@@ -2,9 +2,10 @@
 
 One sweep moves every particle once under ``pi_beta(m) ∝ p(m) Z(m)^beta``
 with the grammar proposal ``q`` (:mod:`methods.model_smc.grammar`), or the
-mixture ``(1 - eps - delta) q + eps Uniform(E) + delta p`` with a fixed set
-``E`` (the elites at ``beta = 1``, the gradient-matching candidates while
-tempering) and fresh prior draws ``p``. ``E`` is fixed before the sweep and
+mixture ``(1 - eps - delta) q + eps r_E + delta p`` with a fixed set ``E``
+(the elites at ``beta = 1``, drawn in proportion to ``p(m) Z(m)`` or
+uniformly; the gradient-matching candidates while tempering, uniformly) and
+fresh prior draws ``p``. ``E`` is fixed before the sweep and
 the mixture's density enters the ratio exactly, so the kernel is invariant
 for ``pi_beta`` (Tierney 1994, Ann. Statist. 22:1701, on mixtures of
 Metropolis-Hastings proposals). The tempered sampler is

@@ -207,13 +207,18 @@ def _temper(log_weights, log_evidence, beta, rho, max_delta):
 _systematic = jax.jit(smc_math.systematic_resample, static_argnames=("num_samples",))
 
 
+def _by_key(pairs, key_fn: Callable) -> dict:
+  """``{canonical key: summed mass}`` of ``(structure, mass)`` pairs, largest first."""
+  mass = collections.defaultdict(float)
+  for m, v in pairs:
+    mass[key_fn(m)] += float(v)
+  return dict(sorted(mass.items(), key=lambda kv: -kv[1]))
+
+
 def posterior_mass(particles, log_weights, key_fn: Callable) -> dict:
   """``{canonical key: sum of normalised weights}``, largest first."""
   w = np.asarray(smc_math.normalize(jnp.asarray(log_weights, jnp.float32)), np.float64)
-  mass = collections.defaultdict(float)
-  for m, wi in zip(particles, w):
-    mass[key_fn(m)] += float(wi)
-  return dict(sorted(mass.items(), key=lambda kv: -kv[1]))
+  return _by_key(zip(particles, w), key_fn)
 
 
 def run_mass(state: SMCState, key_fn: Callable) -> dict:
@@ -225,13 +230,9 @@ def run_mass(state: SMCState, key_fn: Callable) -> dict:
   """
   if not state.final_mass:
     return posterior_mass(state.particles, state.log_weights, key_fn)
-  kept = state.final_mass[len(state.final_mass) // 2:]
-  mass = collections.defaultdict(float)
-  total = sum(v for sweep in kept for _, v in sweep)
-  for sweep in kept:
-    for m, v in sweep:
-      mass[key_fn(m)] += v / total
-  return dict(sorted(mass.items(), key=lambda kv: -kv[1]))
+  kept = [pair for sweep in state.final_mass[len(state.final_mass) // 2:] for pair in sweep]
+  total = sum(v for _, v in kept)
+  return _by_key(((m, v / total) for m, v in kept), key_fn)
 
 
 def init(key: jax.Array, evaluator: Evaluator, cfg: SMCConfig) -> SMCState:
