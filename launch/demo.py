@@ -14,6 +14,8 @@ from absl import app
 from absl import flags
 
 from launch import distributed
+from launch import registry
+from launch import runner
 
 # (experiment, get_config argument) in the order they run.
 DEMOS = (
@@ -42,8 +44,6 @@ def define_flags() -> None:
 def main(argv):
   del argv
   distributed.setup(cpu_devices=FLAGS.cpu_devices)
-  from launch import registry, runner  # pylint: disable=g-import-not-at-top
-
   unknown = set(FLAGS.only) - {name for name, _ in DEMOS}
   if unknown:
     raise app.UsageError(f"--only {sorted(unknown)}: demos are {[n for n, _ in DEMOS]}")

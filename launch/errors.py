@@ -13,6 +13,9 @@ derive from these classes; :func:`user_error_types` lists them too.
 
 from __future__ import annotations
 
+from datasets.offline_rl import d4rl
+from methods.model_smc import expr
+
 VERBOSE_ENV = "ICML26_VERBOSE"
 
 
@@ -31,13 +34,7 @@ class DataError(UserError):
 
 
 def user_error_types() -> tuple[type, ...]:
-  """Every exception type that ``launch.main`` reports in one line.
-
-  Imported lazily: ``launch.main`` must not touch JAX before the device set-up.
-  """
-  from datasets.offline_rl import d4rl  # pylint: disable=g-import-not-at-top
-  from methods.model_smc import expr  # pylint: disable=g-import-not-at-top
-
+  """Every exception type that ``launch.main`` reports in one line."""
   return (UserError, d4rl.D4RLFormatError, expr.UnsafeExpression)
 
 

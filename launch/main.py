@@ -24,9 +24,12 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging
+import ml_collections
 from ml_collections import config_flags
 
 from launch import distributed
+from launch import errors
+from launch import runner
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file[:arg].", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory (resumes if it holds a run).")
@@ -38,28 +41,56 @@ _VERBOSE = flags.DEFINE_bool("verbose", False, "Show tracebacks of user errors (
 flags.mark_flags_as_required(["config", "workdir"])
 
 
+class FlagsError(Exception):
+  """A command line that cannot give a config; the message is one line."""
+
+
+def _explain(argv, error: Exception) -> str:
+  """One line saying why the ``--config`` flags of ``argv`` did not give a config."""
+  if isinstance(error, (OSError, SyntaxError, ImportError)):  # the config file cannot be read or run
+    return f"--config: {_config_file_problem(argv, error)}"
+  if isinstance(error, flags.Error):
+    text = str(error)
+    if "Error whilst parsing config file" in text:  # get_config(arg) refused its argument
+      last = [line for line in text.splitlines() if line.strip()][-1]
+      return f"--config: {last.partition(': ')[2] or last}"
+    return f"{text}\nPass --helpshort or --helpfull to see help on flags."
+  reason = " ".join(str(error).replace("\\n", " ").replace("\\'", "'").split())
+  if reason.startswith("''") and reason.endswith("'"):  # a quoted KeyError inside
+    reason = reason[1:-1]
+  return f"bad --config override: {reason}"
+
+
+_PARSE_ERRORS = (OSError, SyntaxError, ImportError, flags.Error, AttributeError, KeyError, TypeError, ValueError)
+
+
+def _parse(argv, flag_values) -> list:
+  try:
+    rest = flag_values(argv)
+    _ = "experiment" in flag_values.config  # a config file that failed to load raises here
+    return rest
+  except _PARSE_ERRORS as e:
+    raise FlagsError(_explain(argv, e)) from e
+
+
+def config_from_args(args) -> ml_collections.ConfigDict:
+  """The config that ``--config=FILE:ARG --config.key=value ...`` gives, parsed in this process.
+
+  Raises:
+    FlagsError: with the one line the launcher prints for these arguments.
+  """
+  flag_values = flags.FlagValues()
+  config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values, lock_config=True)
+  _parse(["launch.main", *args], flag_values)
+  return flag_values.config
+
+
 def parse_flags(argv):
   """Parses flags; a bad ``--config.*`` override exits with a one-line reason."""
   try:
-    rest = flags.FLAGS(argv)
-    _ = "experiment" in flags.FLAGS.config  # a config file that failed to load raises here
-    return rest
-  except (OSError, SyntaxError, ImportError) as e:  # the config file cannot be read or run
-    print(f"error: --config: {_config_file_problem(argv, e)}", file=sys.stderr)
-    raise SystemExit(2) from e
-  except flags.Error as e:
-    text = str(e)
-    if "Error whilst parsing config file" in text:  # get_config(arg) refused its argument
-      last = [line for line in text.splitlines() if line.strip()][-1]
-      print(f"error: --config: {last.partition(': ')[2] or last}", file=sys.stderr)
-    else:
-      print(f"error: {e}\nPass --helpshort or --helpfull to see help on flags.", file=sys.stderr)
-    raise SystemExit(2) from e
-  except (AttributeError, KeyError, TypeError, ValueError) as e:
-    reason = " ".join(str(e).replace("\\n", " ").replace("\\'", "'").split())
-    if reason.startswith("''") and reason.endswith("'"):  # a quoted KeyError inside
-      reason = reason[1:-1]
-    print(f"error: bad --config override: {reason}", file=sys.stderr)
+    return _parse(argv, flags.FLAGS)
+  except FlagsError as e:
+    print(f"error: {e}", file=sys.stderr)
     raise SystemExit(2) from e
 
 
@@ -83,10 +114,6 @@ def main(argv):
       process_id=_PROCESS_ID.value,
       cpu_devices=_CPU_DEVICES.value,
   )
-  # Imported after the device set-up: nothing may touch a JAX backend before it.
-  from launch import errors  # pylint: disable=g-import-not-at-top
-  from launch import runner  # pylint: disable=g-import-not-at-top
-
   try:
     runner.run(_CONFIG.value, _WORKDIR.value)
   except errors.user_error_types() as e:

@@ -1,41 +1,40 @@
-"""The explicit registry of experiments (no import-by-string).
+"""The registry of experiments: a fixed table, loaded lazily.
 
-To add an experiment: write ``launch/configs/<name>.py`` and
-``launch/experiments/<name>.py`` (defining ``EXPERIMENT``), then add it to
-:data:`EXPERIMENTS` below.
+Importing this module loads no experiment; :func:`get` imports the one asked
+for. To add an experiment: write ``launch/configs/<name>.py`` (its
+``SECTIONS`` and ``get_config``) and a module in
+``launch/experiments/<method>/`` defining ``EXPERIMENT``, then add one line
+to :data:`MODULES`.
 """
 
 from __future__ import annotations
 
-from launch.experiments import flow_matching
-from launch.experiments import graphpfn_prior
-from launch.experiments import model_smc
-from launch.experiments import model_smc_calibration
-from launch.experiments import model_smc_fit_panel
-from launch.experiments import reg
-from launch.experiments import varde_bai
-from launch.experiments import varde_bpi
-from launch.experiments import varde_mcts
-from launch.runtime import Experiment
+import importlib
+from typing import TYPE_CHECKING
 
-EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e
-    for e in (
-        varde_bai.EXPERIMENT,
-        varde_mcts.EXPERIMENT,
-        varde_bpi.EXPERIMENT,
-        model_smc.EXPERIMENT,
-        model_smc_calibration.EXPERIMENT,
-        model_smc_fit_panel.EXPERIMENT,
-        reg.EXPERIMENT,
-        graphpfn_prior.EXPERIMENT,
-        flow_matching.EXPERIMENT,
-    )
+if TYPE_CHECKING:
+  from launch.runtime import Experiment
+
+# Registry name -> the module that defines its ``EXPERIMENT``.
+MODULES: dict[str, str] = {
+    "varde_bai": "launch.experiments.varde.bai",
+    "varde_mcts": "launch.experiments.varde.mcts",
+    "varde_bpi": "launch.experiments.varde.bpi",
+    "model_smc": "launch.experiments.model_smc.experiment",
+    "model_smc_calibration": "launch.experiments.model_smc.calibration",
+    "model_smc_fit_panel": "launch.experiments.model_smc.fit_panel",
+    "reg": "launch.experiments.reg.experiment",
+    "graphpfn_prior": "launch.experiments.graphpfn.prior",
+    "flow_matching": "launch.experiments.flow_matching.experiment",
 }
+NAMES = tuple(MODULES)
 
 
-def get(name: str) -> Experiment:
-  """The experiment registered as ``name``."""
-  if name not in EXPERIMENTS:
-    raise KeyError(f"unknown experiment {name!r}; registered: {sorted(EXPERIMENTS)}")
-  return EXPERIMENTS[name]
+def get(name: str) -> "Experiment":
+  """The experiment registered as ``name`` (its module is imported on first use)."""
+  if name not in MODULES:
+    raise KeyError(f"unknown experiment {name!r}; registered: {sorted(MODULES)}")
+  experiment = importlib.import_module(MODULES[name]).EXPERIMENT
+  if experiment.name != name:
+    raise RuntimeError(f"{MODULES[name]} defines experiment {experiment.name!r}, registered as {name!r}")
+  return experiment

@@ -22,6 +22,8 @@ from absl import app
 from absl import flags
 
 from launch import distributed
+from launch import registry
+from launch import runner
 
 # README block -> (experiment, get_config argument, figures to copy).
 _VARDE_FIGURES = ("error_vs_budget", "allocation_shares")
@@ -83,8 +85,6 @@ def _update_readme(path: str, name: str, body: str) -> None:
 def main(argv):
   del argv
   distributed.setup(cpu_devices=FLAGS.cpu_devices)
-  from launch import registry, runner  # pylint: disable=g-import-not-at-top
-
   with open(FLAGS.readme) as f:
     text = f.read()
   for name in REPORTS:

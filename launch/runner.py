@@ -32,11 +32,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
   """Raises ``ConfigError`` naming every bad key of ``config``."""
   if "experiment" not in config:
     raise config_schema.ConfigError(
-        [f"missing key 'experiment'; registered: {sorted(registry.EXPERIMENTS)}"]
+        [f"missing key 'experiment'; registered: {sorted(registry.NAMES)}"]
     )
-  if config.experiment not in registry.EXPERIMENTS:
+  if config.experiment not in registry.NAMES:
     raise config_schema.ConfigError(
-        [f"'experiment': {config.experiment!r} is not registered; allowed: {sorted(registry.EXPERIMENTS)}"]
+        [f"'experiment': {config.experiment!r} is not registered; allowed: {sorted(registry.NAMES)}"]
     )
   config_schema.validate(config, registry.get(config.experiment).schema())
 

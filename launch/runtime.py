@@ -10,7 +10,7 @@ An :class:`Experiment` is registered in :mod:`launch.registry`; the runner
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from absl import logging
 import ml_collections
@@ -19,6 +19,8 @@ from jax.sharding import Mesh
 from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import metrics
+from launch.configs.common import Check
+from launch.configs.common import Declaration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,22 +28,32 @@ class Experiment:
   """A registered experiment.
 
   Attributes:
-    name: registry key, equal to ``config.experiment``.
+    declaration: the config module's ``SECTIONS`` (its name is the registry key,
+      equal to ``config.experiment``).
     get_config: the config module's ``get_config(arg)``.
-    schema: ``() -> Schema`` for validation.
     run: ``(config, ctx) -> results`` (a JSON-able dict).
     summary: ``results -> str``, the human-readable table the launcher logs
       and ``make demo`` prints.
     markdown: ``results -> str``, the Markdown that ``launch.report`` puts in
-      the README (default: ``summary`` in a code block).
+      the docs (default: ``summary`` in a code block).
+    checks: the checks that need more than the config (the data a task
+      reads, the problem it builds); run after the declared ones.
   """
 
-  name: str
+  declaration: Declaration
   get_config: Callable[[Optional[str]], ml_collections.ConfigDict]
-  schema: Callable[[], config_schema.Schema]
   run: Callable[[ml_collections.ConfigDict, "Context"], dict]
   summary: Callable[[dict], str]
   markdown: Optional[Callable[[dict], str]] = None
+  checks: Sequence[Check] = ()
+
+  @property
+  def name(self) -> str:
+    return self.declaration.name
+
+  def schema(self) -> config_schema.Schema:
+    """Every key's type, range and choices, and every check, derived from the declaration."""
+    return self.declaration.schema(self.get_config(), self.checks)
 
   def to_markdown(self, results: dict) -> str:
     if self.markdown is not None:

@@ -9,8 +9,8 @@ from launch import config_schema
 from launch import errors
 from launch import runner
 from launch.configs import reg as reg_config
-from launch.experiments import reg as reg_exp
-from launch.experiments import reg_data
+from launch.experiments.reg import experiment as reg_exp
+from launch.experiments.reg import data as reg_data
 
 
 def _rows(n, obs_dim, act_dim, seed=0):

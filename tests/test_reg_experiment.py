@@ -18,7 +18,8 @@ from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import runner
 from launch.configs import reg as reg_config
-from launch.experiments import reg as reg_exp
+from launch.experiments.reg import experiment as reg_exp
+from launch.experiments.reg import report as reg_report
 
 
 def _smoke(tmp_path, **overrides):
@@ -75,7 +76,7 @@ def test_smoke_run_results_figures_and_resume(tmp_path):
     assert len(res["curves"]["pendulum-medium"][a]["mean"]) == 1
     assert len(res["param_digest"]["pendulum-medium"][a]) == 64
     # One compilation for every chunk of the unit.
-    assert reg_exp.chunk_fn(reg_exp.hparams(config, a), config.updates_per_chunk, _mesh(2))._cache_size() == 1
+    assert reg_exp.chunk_fn(reg_config.agent_hparams(config, a), config.updates_per_chunk, _mesh(2))._cache_size() == 1
   assert os.path.exists(os.path.join(work, "learning_curves.png"))
   with open(os.path.join(work, "results.json")) as f:
     assert json.load(f)["datasets"] == ["pendulum-medium"]
@@ -83,8 +84,8 @@ def test_smoke_run_results_figures_and_resume(tmp_path):
   assert info["random_return"] < info["expert_return"] and info["transitions"] > 19_000
   lines = [json.loads(x) for x in open(os.path.join(work, "metrics.jsonl"))]
   assert [r["step"] for r in lines] == list(range(1, 5))
-  assert "pendulum-medium" in reg_exp.reg_report.format_table(res)
-  md = reg_exp.reg_report.markdown_table(res)
+  assert "pendulum-medium" in reg_report.format_table(res)
+  md = reg_report.markdown_table(res)
   assert "| dataset | `iql` | `reg_opg` |" in md and "| IQL | 48.31 |" in md
   # A second run of the finished workdir restores the final checkpoint and reproduces the results.
   again = runner.run(config, work)

@@ -6,7 +6,7 @@ from datasets.offline_rl import builder as rl_builder
 from datasets.offline_rl import d4rl
 from envs import mujoco_tasks
 from launch.configs import reg as reg_config
-from launch.experiments import reg_data
+from launch.experiments.reg import data as reg_data
 
 
 def test_hopper_rollout_layout(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ Each example is one episode with the D4RL fields as ``Tensor`` features
 timeouts, ``[T, S]`` next observations); the dataset's reference returns (its
 own random and expert policies') and provenance are in ``info.metadata``.
 
-Datasets are made by the generators in ``launch/experiments/reg_data.py``
+Datasets are made by the generators in ``launch/experiments/reg/data.py``
 (JAX environments and behaviour policies), which stage D4RL rows as
 ``<manual_dir>/<config>.npz`` (:func:`stage`); :func:`prepare` runs the
 builder over them and :func:`load` reads a split back through
@@ -55,7 +55,7 @@ class OfflineRl(tfds.core.GeneratorBasedBuilder):
   RELEASE_NOTES = {"1.0.0": "Episodes with D4RL fields; reference returns in metadata."}
   BUILDER_CONFIGS = [OfflineRLConfig(task=t, kind=k) for t in TASK_DIMS for k in KINDS]
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
-      "Generated, not downloaded: launch/experiments/reg_data.py stages "
+      "Generated, not downloaded: launch/experiments/reg/data.py stages "
       "<manual_dir>/<config>.npz (datasets.offline_rl.builder.stage)."
   )
 
@@ -116,7 +116,7 @@ def stage(manual_dir: str, task: str, kind: str, rows: Mapping[str, np.ndarray],
 def read_staged(path: str) -> tuple[dict[str, np.ndarray], dict]:
   """Rows and metadata of a staged ``.npz`` (clear errors for missing or corrupt files)."""
   if not os.path.exists(path):
-    raise FileNotFoundError(f"staged dataset {path} does not exist; generate it first (launch/experiments/reg_data.py)")
+    raise FileNotFoundError(f"staged dataset {path} does not exist; generate it first (launch/experiments/reg/data.py)")
   try:
     with np.load(path) as z:
       rows = {k: z[k] for k in ROW_KEYS}

@@ -104,13 +104,33 @@ class Data(hparams.Hyperparameters):
       yield "hdf5_file", f"is read by source 'd4rl_hdf5' (set --config.data.source=d4rl_hdf5; got {self.source!r})"
 
 
+def agent_hparams(config: ml_collections.ConfigDict, algorithm: str) -> reg.Hparams:
+  """Static :class:`methods.reg.Hparams` of ``algorithm`` (``methods.reg.ALGORITHMS``) under ``config``."""
+  spec = reg.ALGORITHMS[algorithm]
+  cosine = config.agent.actor_cosine_decay and spec["extraction"] in ("awr", "opg")
+  return hparams.from_config(reg.Hparams, config, actor_cosine_steps=config.num_updates if cosine else 0, **spec)
+
+
+def _d4rl_tasks(config):
+  if config.data.source != "generated":
+    for n in config.data.d4rl_datasets:
+      if d4rl.task_of(n) not in D4RL_TASKS:
+        yield "data.d4rl_datasets", f"{n!r}: only {'/'.join(D4RL_TASKS)} -v2 datasets are evaluated"
+
+
+SECTIONS = common.declare(
+    "reg",
+    ("", Run),
+    common.Section("", reg.Hparams, build=lambda c: [agent_hparams(c, a) for a in c.algorithms]),
+    ("data", Data),
+    checks=(_d4rl_tasks,),
+)
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Config for ``arg`` = ``"<preset>[,tasks=pendulum+mountaincar][,kinds=medium+expert]"`` (``+``-separated)."""
   opts = common.parse_arg(arg, tasks="", kinds="")
-  config = common.base_config("reg", opts.preset)
-  common.add_section(config, Run)
-  common.add_section(config, reg.Hparams)
-  common.add_section(config, Data, "data")
+  config = SECTIONS.defaults(opts.preset)
   # cpu scale: smaller networks than IQL's 256x256, and REG's gap weight.
   config.agent.hidden = (64, 64)
   config.reg.alpha = 0.5

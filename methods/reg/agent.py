@@ -17,7 +17,7 @@ TD3 (online)    ``td3``            ``td3``
 ==============  =================  ====================================
 
 TD3 (Fujimoto et al., 2018) is the online agent that trains the MuJoCo
-behaviour policies of the generated datasets (``launch/experiments/reg_data.py``).
+behaviour policies of the generated datasets (``launch/experiments/reg/data.py``).
 
 One update, as in ikostrikov/implicit_q_learning: value (expectile), actor,
 critic, Polyak target. :func:`train_chunk` runs ``num_updates`` updates inside

@@ -27,23 +27,13 @@ from datasets.offline_rl import d4rl
 from envs import classic_control
 from envs import mujoco_tasks
 from launch import checkpoint as ckpt_lib
-from launch import config_schema as cs
 from launch import mesh as mesh_lib
 from launch import metrics as metrics_lib
-from launch.configs import common
 from launch.configs import reg as reg_config
-from launch.experiments import reg_data
-from launch.experiments import reg_report
+from launch.experiments.reg import data as reg_data
+from launch.experiments.reg import report as reg_report
 from launch.runtime import Context, Experiment
 from methods import reg
-from methods.common import hparams as hp_lib
-
-
-def hparams(config: ml_collections.ConfigDict, algorithm: str) -> reg.Hparams:
-  """Static :class:`methods.reg.Hparams` of ``algorithm`` under ``config``."""
-  spec = reg.ALGORITHMS[algorithm]
-  cosine = config.agent.actor_cosine_decay and spec["extraction"] in ("awr", "opg")
-  return hp_lib.from_config(reg.Hparams, config, actor_cosine_steps=config.num_updates if cosine else 0, **spec)
 
 
 def _net_hparams(config) -> reg.Hparams:
@@ -151,7 +141,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   chunks = config.num_updates // config.updates_per_chunk
   evals = eval_chunks(config)
   p = mesh_lib.padded_size(config.num_seeds, ctx.mesh)
-  hps = {a: hparams(config, a) for a in config.algorithms}
+  hps = {a: reg_config.agent_hparams(config, a) for a in config.algorithms}
 
   def template(unit: int) -> dict:
     n, a = units[unit]
@@ -211,29 +201,9 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   return results
 
 
-def _checks(config):
-  if config.data.source != "generated":
-    for n in config.data.d4rl_datasets:
-      if d4rl.task_of(n) not in reg_config.D4RL_TASKS:
-        yield "data.d4rl_datasets", f"{n!r}: only {'/'.join(reg_config.D4RL_TASKS)} -v2 datasets are evaluated"
-
-
-def schema() -> cs.Schema:
-  """Keys, types, ranges and cross-field checks, derived from the declarations."""
-  sections = (
-      cs.Section("", reg_config.Run),
-      cs.Section("", reg.Hparams, build=lambda c: [hparams(c, a) for a in c.algorithms]),
-      cs.Section("data", reg_config.Data),
-  )
-  constraints = {**common.BASE_CONSTRAINTS, "experiment": cs.OneOf(("reg",))}
-  return cs.Schema(reg_config.get_config(), constraints, checks=(common.mesh_check, lambda c: list(_checks(c))),
-                   sections=sections)
-
-
 EXPERIMENT = Experiment(
-    name="reg",
+    declaration=reg_config.SECTIONS,
     get_config=reg_config.get_config,
-    schema=schema,
     run=run,
     summary=reg_report.format_table,
     markdown=reg_report.markdown_table,
