@@ -79,9 +79,10 @@ def config_from_args(args) -> ml_collections.ConfigDict:
   Raises:
     FlagsError: with the one line the launcher prints for these arguments.
   """
+  argv = ["launch.main", *args]
   flag_values = flags.FlagValues()
-  config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values, lock_config=True)
-  _parse(["launch.main", *args], flag_values)
+  config_flags.DEFINE_config_file("config", None, "", flag_values=flag_values, lock_config=True, sys_argv=argv)
+  _parse(argv, flag_values)
   return flag_values.config
 
 

@@ -1,30 +1,58 @@
-"""Bad configs on the command line: one line naming the problem, exit 2, nothing run."""
+"""Bad configs on the command line: one line naming the problem, nothing run.
+
+The messages are checked in this process, through the launcher's own parsing
+(:func:`launch.main.config_from_args`) and validation; one subprocess run
+checks the command line itself (exit code 2, one ``error:`` line, no
+traceback, no results).
+"""
 
 import subprocess
 import sys
 
 import pytest
 
+from launch import config_schema
+from launch import errors
+from launch import main as launcher
+from launch import runner
 
-def _main(config, *args, env, cwd, workdir):
-  cmd = [sys.executable, "-m", "launch.main", f"--config={config}", f"--workdir={workdir}", *args]
-  return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+def _error_line(args) -> str:
+  """The one line ``python -m launch.main`` prints for ``args`` (with exit code 2)."""
+  try:
+    config = launcher.config_from_args(args)
+  except launcher.FlagsError as e:
+    return f"error: {e}"
+  with pytest.raises(config_schema.ConfigError) as e:
+    runner.validate(config)
+  assert errors.exit_code(e.value) == 2
+  return f"error: {errors.one_line(e.value)}"
 
 
-@pytest.mark.parametrize("config, args, expected", [
-    ("launch/configs/varde_bai.py:smok", (), "unknown preset 'smok'"),
-    ("launch/configs/nothere.py:smoke", (), "no config file 'launch/configs/nothere.py'"),
-    ("launch/configs/varde_bai.py:smoke", ('--config.budgets=("a",)',), "'budgets': element 0: 'a' is not a number"),
-    ("launch/configs/varde_bai.py:smoke", ("--config.varde.var_floor=nan",), "'varde.var_floor': nan is not a finite"),
-    ("launch/configs/model_smc.py:smoke", ("--config.smc.target_ess=nan",), "'smc.target_ess': nan is not a finite"),
-    ("launch/configs/reg.py:smoke", ("--config.agent.discount=1.5",), "'agent.discount': 1.5 is out of range"),
-    ("launch/configs/reg.py:smoke", ("--config.reg.regularizer=kl",), "'reg.regularizer': 'kl': ambiguity 'kappa'"),
+@pytest.mark.parametrize("args, expected", [
+    (("--config=launch/configs/varde_bai.py:smok",), "unknown preset 'smok'"),
+    (("--config=launch/configs/nothere.py:smoke",), "no config file 'launch/configs/nothere.py'"),
+    (("--config=launch/configs/varde_bai.py:smoke", '--config.budgets=("a",)'), "'budgets': element 0: 'a' is not a number"),
+    (("--config=launch/configs/varde_bai.py:smoke", "--config.varde.var_floor=nan"), "'varde.var_floor': nan is not a finite"),
+    (("--config=launch/configs/reg.py:smoke", "--config.agent.discount=1.5"), "'agent.discount': 1.5 is out of range"),
+    (("--config=launch/configs/reg.py:smoke", "--config.reg.regularizer=kl"), "'reg.regularizer': 'kl': ambiguity 'kappa'"),
+    (("--config=launch/configs/reg.py:smoke", "--config.num_seed=3"), "num_seed"),
+    (("--config=launch/configs/reg.py:smoke", "--config.seed=-1"), "'seed': -1 is out of range"),
+    (("--config=launch/configs/reg.py:smoke", "--config.mesh.data=0"), "'mesh.data'"),
 ])
-def test_bad_configs_print_one_line_and_run_nothing(config, args, expected, tmp_path, repo_root, python_env):
+def test_bad_configs_are_named_in_one_line(args, expected, repo_root, monkeypatch):
+  monkeypatch.chdir(repo_root)
+  line = _error_line(args)
+  assert "\n" not in line.split("\nPass --helpshort")[0] and expected in line, line
+
+
+def test_the_command_line_prints_one_line_exits_2_and_runs_nothing(tmp_path, repo_root, python_env):
   workdir = tmp_path / "run"
-  out = _main(config, *args, env=python_env, cwd=repo_root, workdir=workdir)
-  errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+  cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/reg.py:smoke",
+         "--config.agent.discount=1.5", f"--workdir={workdir}"]
+  out = subprocess.run(cmd, env=python_env, cwd=repo_root, capture_output=True, text=True, timeout=300)
+  errors_printed = [line for line in out.stderr.splitlines() if line.startswith("error:")]
   assert out.returncode == 2, out.stderr[-2000:]
-  assert len(errors) == 1 and expected in errors[0], out.stderr[-2000:]
+  assert len(errors_printed) == 1 and "'agent.discount': 1.5 is out of range" in errors_printed[0], out.stderr[-2000:]
   assert "Traceback" not in out.stderr
   assert not (workdir / "results.json").exists()

@@ -11,16 +11,15 @@ from launch import demo
 from launch import mesh as mesh_lib
 from launch import registry
 from launch import report
+from launch import runner
 from launch.bench import __main__ as bench_main
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
-from launch.experiments import varde_bai
+from launch.experiments.varde import bai as varde_bai
 from methods import varde
 
 
 def test_demo_and_report_entries_name_valid_configs(repo_root):
-  from launch import runner  # pylint: disable=g-import-not-at-top
-
   for name, arg in demo.DEMOS:
     runner.validate(registry.get(name).get_config(arg))
   with open(os.path.join(repo_root, "README.md")) as f:
@@ -29,7 +28,7 @@ def test_demo_and_report_entries_name_valid_configs(repo_root):
     runner.validate(registry.get(experiment).get_config(arg))
     assert f"<!-- results:{name} -->" in readme and f"<!-- /results:{name} -->" in readme
   assert "<!-- results:bench -->" in readme
-  assert set(registry.EXPERIMENTS) <= {name for name, _ in demo.DEMOS}
+  assert set(registry.NAMES) <= {name for name, _ in demo.DEMOS}
 
 
 def test_report_replaces_only_its_block():

@@ -12,6 +12,15 @@ from absl import app
 from absl import flags
 import jax
 
+from launch import distributed
+from launch import mesh
+from launch.bench import flow_matching
+from launch.bench import graphpfn
+from launch.bench import model_smc
+from launch.bench import reg
+from launch.bench import varde_bai
+from launch.bench import varde_mcts
+
 FLAGS = flags.FLAGS
 
 
@@ -23,17 +32,15 @@ def define_flags() -> None:
   flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
 
 
-def _benches():
-  from launch.bench import model_smc  # pylint: disable=g-import-not-at-top
-  from launch.bench import varde_bai  # pylint: disable=g-import-not-at-top
-  from launch.bench import varde_mcts  # pylint: disable=g-import-not-at-top
-  from launch.bench import reg  # pylint: disable=g-import-not-at-top
-  from launch.bench import flow_matching  # pylint: disable=g-import-not-at-top
-  from launch.bench import graphpfn  # pylint: disable=g-import-not-at-top
-
-  # Fastest first: a run cut short keeps the most rows.
-  return {"varde_bai": varde_bai.run, "varde_mcts": varde_mcts.run, "graphpfn": graphpfn.run, "reg": reg.run, "flow_matching": flow_matching.run,
-          "model_smc": model_smc.run}
+# Fastest first: a run cut short keeps the most rows.
+BENCHES = {
+    "varde_bai": varde_bai.run,
+    "varde_mcts": varde_mcts.run,
+    "graphpfn": graphpfn.run,
+    "reg": reg.run,
+    "flow_matching": flow_matching.run,
+    "model_smc": model_smc.run,
+}
 
 
 def to_markdown(rows: list[dict], header: str) -> str:
@@ -48,11 +55,8 @@ def to_markdown(rows: list[dict], header: str) -> str:
 
 def main(argv):
   del argv
-  from launch import distributed  # pylint: disable=g-import-not-at-top
-  from launch import mesh  # pylint: disable=g-import-not-at-top
-
   distributed.setup(cpu_devices=FLAGS.cpu_devices)
-  benches = _benches()
+  benches = BENCHES
   unknown = set(FLAGS.only) - set(benches)
   if unknown:
     raise app.UsageError(f"--only {sorted(unknown)}: benchmarks are {sorted(benches)}")
