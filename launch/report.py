@@ -1,31 +1,47 @@
-r"""Regenerates the README's result blocks from real runs.
+r"""Regenerates the results blocks of the README and ``docs/`` from real runs, and finds stale ones.
 
-  python -m launch.report --runs=runs/report --run      # run, then rewrite README
-  python -m launch.report --runs=runs/report            # rewrite from existing runs
-  python -m launch.report --bench=runs/bench --only=none # the benchmark table only
+  python -m launch.report --run --only=varde_bai_E1   # run (or resume) one block's experiment, rewrite it
+  python -m launch.report --run                        # every block
+  python -m launch.report                              # rewrite every block from existing runs
+  python -m launch.report --check                      # list blocks whose code changed since they were made
+  python -m launch.report --bench=runs/bench --only=none                       # the CPU benchmark table
   python -m launch.report --bench=runs/bench_gpu --bench_block=bench_gpu --only=none
 
-Each entry of :data:`REPORTS` names a README block, delimited by
-``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``, and the experiment
-config that produces it. With ``--run`` the experiment runs into
+Each entry of :data:`REPORTS` names a block, delimited by
+``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` in ``README.md`` or
+any ``docs/*.md`` (a block may appear in several files, e.g. a headline table
+in the README and in its method's page; every copy is rewritten), and the
+experiment config that produces it. With ``--run`` the experiment runs into
 ``<runs>/<NAME>`` (resuming if it is there); the block is then rewritten from
-that run's ``results.json`` with the experiment's Markdown table, the exact
-command that regenerates it, and the figures copied into ``docs/figures``.
+that run's ``results.json`` with the experiment's Markdown table, the figures
+copied into ``docs/figures``, and a "Produced by" line that gives the command,
+the commit and the config hash of the run (from its ``provenance.json``).
+
+``--check`` reads every block's "Produced by" line and lists the blocks whose
+code -- the project modules the experiment imports, directly or not -- differs
+between that commit and the working tree, and the blocks made from uncommitted
+code. A block that cannot be regenerated here (the GPU benchmarks without a
+GPU machine) carries a line ``_Stale since YYYY-MM-DD: reason._``; it is listed
+as marked stale, not as silently out of date. Run the experiments from a clean
+checkout, so that the recorded commit is the code that ran.
 """
 
 import json
 import os
 import re
 import shutil
+import sys
+from typing import Callable, Iterator, Optional
 
 from absl import app
 from absl import flags
 
 from launch import distributed
+from launch import provenance
 from launch import registry
 from launch import runner
 
-# README block -> (experiment, get_config argument, figures to copy).
+# Block -> (experiment, get_config argument, figures to copy).
 _VARDE_FIGURES = ("error_vs_budget", "allocation_shares")
 REPORTS = {
     "varde_bai_E1": ("varde_bai", "cpu,problem=E1", _VARDE_FIGURES),
@@ -46,80 +62,191 @@ REPORTS = {
     "flow_matching_mnist5k": ("flow_matching", "smoke,dataset=mnist5k,reduction=0", ("sample_grid",)),
     "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("statistics", "graphs")),
 }
+# Blocks written from a `launch.bench` output directory (``--bench``).
+BENCH_BLOCKS = ("bench", "bench_gpu")
+BENCH_MODULE = "launch.bench.__main__"
+DOCS = "docs"
+FIGURES = os.path.join(DOCS, "figures")
 
 FLAGS = flags.FLAGS
+
+_PRODUCED = re.compile(r"at commit `(?P<commit>[0-9a-f]{7,40})`(?P<dirty> with uncommitted changes)?")
+_STALE = re.compile(r"_Stale since (?P<date>\d{4}-\d{2}-\d{2}): (?P<reason>.*?)_")
 
 
 def define_flags() -> None:
   """Defines the flags (only when run as a script: the module stays importable)."""
   flags.DEFINE_string("runs", "runs/report", "Directory of the report runs.")
   flags.DEFINE_bool("run", False, "Run (or resume) the experiments first.")
+  flags.DEFINE_bool("check", False, "List the blocks whose code changed since they were produced; write nothing.")
   flags.DEFINE_list("only", [], "Only these blocks.")
-  flags.DEFINE_string("readme", "README.md", "README to rewrite.")
-  flags.DEFINE_string("figures", "docs/figures", "Where the README's figures are copied.")
-  flags.DEFINE_string("bench", None, "A `make bench` output dir: fills the `--bench_block` block.")
-  flags.DEFINE_string("bench_block", "bench", "README block for `--bench`: `bench` (CPU, `make bench`) or "
+  flags.DEFINE_string("bench", None, "A `launch.bench` output dir: fills the `--bench_block` block.")
+  flags.DEFINE_string("bench_block", "bench", "Block for `--bench`: `bench` (CPU, `make bench`) or "
                       "`bench_gpu` (a GPU machine's run).")
   flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
 
 
+def documents(root: str = ".") -> list[str]:
+  """The files that may hold blocks: ``README.md`` and every ``docs/*.md`` (paths relative to ``root``)."""
+  docs = os.path.join(root, DOCS)
+  names = sorted(f for f in os.listdir(docs) if f.endswith(".md")) if os.path.isdir(docs) else []
+  return ["README.md"] + [os.path.join(DOCS, f) for f in names]
+
+
+def _pattern(name: str) -> re.Pattern:
+  return re.compile(rf"(<!-- results:{re.escape(name)} -->\n)(.*?)(<!-- /results:{re.escape(name)} -->)", re.S)
+
+
+def blocks(text: str) -> Iterator[tuple[str, str]]:
+  """``(name, body)`` of every block in ``text``."""
+  for m in re.finditer(r"<!-- results:([\w.-]+) -->\n(.*?)<!-- /results:\1 -->", text, re.S):
+    yield m.group(1), m.group(2)
+
+
 def replace_block(text: str, name: str, body: str) -> str:
   """Replaces the content between the block's markers (which must exist)."""
-  pattern = re.compile(
-      rf"(<!-- results:{re.escape(name)} -->\n)(.*?)(<!-- /results:{re.escape(name)} -->)", re.S
-  )
+  pattern = _pattern(name)
   if not pattern.search(text):
-    raise ValueError(f"README has no block <!-- results:{name} --> ... <!-- /results:{name} -->")
+    raise ValueError(f"no block <!-- results:{name} --> ... <!-- /results:{name} -->")
   return pattern.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(3), text)
 
 
-def _update_readme(path: str, name: str, body: str) -> None:
-  """Rewrites one block, re-reading the README so that concurrent edits survive."""
+def _update(path: str, name: str, body_for) -> None:
+  """Rewrites block ``name`` in ``path`` (re-read first, so that concurrent edits survive)."""
   with open(path) as f:
     text = f.read()
   with open(path, "w") as f:
-    f.write(replace_block(text, name, body))
-  print(f"updated block {name}")
+    f.write(replace_block(text, name, body_for(path)))
+  print(f"updated block {name} in {path}")
+
+
+def _holders(name: str, files: list[str]) -> list[str]:
+  out = []
+  for path in files:
+    with open(path) as f:
+      if _pattern(name).search(f.read()):
+        out.append(path)
+  return out
+
+
+def produced_by(command: str, prov: Optional[dict], name: str) -> str:
+  """The block's provenance line: command, commit, config hash, how to regenerate."""
+  where = ""
+  if prov and prov.get("commit"):
+    dirty = " with uncommitted changes" if prov.get("modified") else ""
+    where = f" at commit `{prov['commit'][:12]}`{dirty}"
+    if prov.get("config_hash"):
+      where += f", config `{prov['config_hash'][:12]}`"
+  return f"_Produced by `{command}`{where} (or `python -m launch.report --run --only={name}`)._"
+
+
+def _read_json(path: str) -> Optional[dict]:
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def experiment_body(name: str, workdir: str, results: dict, prov: Optional[dict]) -> Callable[[str], str]:
+  """``path -> block body`` for experiment block ``name`` (figure links relative to ``path``)."""
+  experiment_name, arg, figures = REPORTS[name]
+  os.makedirs(FIGURES, exist_ok=True)
+  copied = []
+  for fig in figures:
+    src = os.path.join(workdir, f"{fig}.png")
+    if os.path.exists(src):
+      dst = os.path.join(FIGURES, f"{name}_{fig}.png")
+      shutil.copyfile(src, dst)
+      copied.append((fig, dst))
+  command = f"python -m launch.main --config=launch/configs/{experiment_name}.py:{arg} --workdir=runs/{name}"
+  table = registry.get(experiment_name).to_markdown(results)
+
+  def body(path: str) -> str:
+    links = [f"![{name} {fig}]({os.path.relpath(dst, os.path.dirname(path) or '.')})" for fig, dst in copied]
+    return table + "\n" + produced_by(command, prov, name) + "\n\n" + "\n".join(links)
+
+  return body
+
+
+def closure_of(name: str, root: str = ".") -> list[str]:
+  """The files whose change makes block ``name`` stale."""
+  if name in BENCH_BLOCKS:
+    return provenance.import_closure([BENCH_MODULE], root)
+  experiment = REPORTS[name][0]
+  return provenance.import_closure([registry.MODULES[experiment], f"launch.configs.{experiment}"], root)
+
+
+def check(root: str = ".") -> list[dict]:
+  """One record per block copy: ``{"block", "file", "status", "detail"}``; status fresh | stale | marked."""
+  out = []
+  for path in documents(root):
+    with open(os.path.join(root, path)) as f:
+      text = f.read()
+    for name, body in blocks(text):
+      rec = {"block": name, "file": path, "status": "stale", "detail": ""}
+      marked, made = _STALE.search(body), _PRODUCED.search(body)
+      if name not in REPORTS and name not in BENCH_BLOCKS:
+        rec["detail"] = "no experiment in launch.report.REPORTS makes this block"
+      elif marked:
+        rec.update(status="marked", detail=f"since {marked['date']}: {marked['reason']}")
+      elif not made:
+        rec["detail"] = "no commit in its 'Produced by' line"
+      elif made["dirty"]:
+        rec["detail"] = f"made from uncommitted changes on {made['commit']}"
+      else:
+        changed = provenance.changed_files(made["commit"], closure_of(name, root), root)
+        if changed is None:
+          rec["detail"] = f"commit {made['commit']} is not in this checkout's history"
+        elif changed:
+          rec["detail"] = f"changed since {made['commit']}: {', '.join(changed)}"
+        else:
+          rec.update(status="fresh", detail=f"commit {made['commit']}")
+      out.append(rec)
+  return out
+
+
+def _bench_body(directory: str, name: str):
+  with open(os.path.join(directory, "bench.md")) as f:
+    table = f.read()
+  meta = _read_json(os.path.join(directory, "bench.json")) or {}
+  prov = meta.get("provenance")
+  command = "make bench" if name == "bench" else f"python -m launch.bench --out={directory}"
+  line = produced_by(command, prov, name).replace(
+      f"python -m launch.report --run --only={name}",
+      f"python -m launch.report --bench={directory} --bench_block={name} --only=none")
+  return lambda path: table.rstrip() + "\n\n" + line
 
 
 def main(argv):
   del argv
+  files = documents()
+  if FLAGS.check:
+    records = check()
+    for r in records:
+      print(f"{r['status']:6}  {r['block']:28} {r['file']:28} {r['detail']}")
+    stale = [r for r in records if r["status"] == "stale"]
+    print(f"{len(stale)} stale of {len(records)} blocks"
+          f" ({sum(r['status'] == 'marked' for r in records)} marked stale with a reason)")
+    sys.exit(1 if stale else 0)
   distributed.setup(cpu_devices=FLAGS.cpu_devices)
-  with open(FLAGS.readme) as f:
-    text = f.read()
-  for name in REPORTS:
-    if not FLAGS.only or name in FLAGS.only:
-      replace_block(text, name, "")  # a missing block fails here, before any run
-  for name, (experiment_name, arg, figures) in REPORTS.items():
-    if FLAGS.only and name not in FLAGS.only:
-      continue
-    experiment = registry.get(experiment_name)
+  selected = [n for n in REPORTS if not FLAGS.only or n in FLAGS.only]
+  missing = [n for n in selected if not _holders(n, files)]  # fails here, before any run
+  if missing:
+    raise app.UsageError(f"no file of {files} holds the blocks {missing}")
+  for name in selected:
+    experiment_name, arg, _ = REPORTS[name]
     workdir = os.path.join(FLAGS.runs, name)
     if FLAGS.run:
-      runner.run(experiment.get_config(arg), workdir)
-    with open(os.path.join(workdir, "results.json")) as f:
-      results = json.load(f)
-    os.makedirs(FLAGS.figures, exist_ok=True)
-    links = []
-    for fig in figures:
-      src = os.path.join(workdir, f"{fig}.png")
-      if os.path.exists(src):
-        dst = os.path.join(FLAGS.figures, f"{name}_{fig}.png")
-        shutil.copyfile(src, dst)
-        links.append(f"![{name} {fig}]({dst})")
-    cmd = (
-        f"python -m launch.main --config=launch/configs/{experiment_name}.py:{arg} "
-        f"--workdir=runs/{name}"
-    )
-    body = (
-        experiment.to_markdown(results)
-        + f"\n_Produced by `{cmd}` (or `python -m launch.report --run --only={name}`)._\n\n"
-        + "\n".join(links)
-    )
-    _update_readme(FLAGS.readme, name, body)
+      runner.run(registry.get(experiment_name).get_config(arg), workdir)
+    results = _read_json(os.path.join(workdir, "results.json"))
+    if results is None:
+      raise app.UsageError(f"{workdir} has no results.json; run it with --run")
+    body = experiment_body(name, workdir, results, _read_json(os.path.join(workdir, "provenance.json")))
+    for path in _holders(name, files):
+      _update(path, name, body)
   if FLAGS.bench:
-    with open(os.path.join(FLAGS.bench, "bench.md")) as f:
-      _update_readme(FLAGS.readme, FLAGS.bench_block, f.read())
+    for path in _holders(FLAGS.bench_block, files):
+      _update(path, FLAGS.bench_block, _bench_body(FLAGS.bench, FLAGS.bench_block))
 
 
 if __name__ == "__main__":

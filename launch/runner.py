@@ -2,7 +2,8 @@
 
 The launcher (``launch.main``), the demo, the tests and the colabs all go
 through :func:`run`, so every run gets the same checks and the same files:
-``config.json``, ``metrics.jsonl``, ``results.json``, PNG figures and
+``config.json``, ``metrics.jsonl``, ``results.json``, ``provenance.json``
+(the commit and config hash it was produced from), PNG figures and
 ``checkpoints/``.
 """
 
@@ -21,6 +22,7 @@ from launch import config_schema
 from launch import errors
 from launch import mesh as mesh_lib
 from launch import metrics
+from launch import provenance
 from launch import registry
 from launch.runtime import Context
 
@@ -120,6 +122,9 @@ def run(config: ml_collections.ConfigDict, workdir: str, *, log_summary: bool = 
     if checkpointer is not None:
       checkpointer.close()
   writer.write_results(results)
+  if primary:
+    metrics.write_json_atomic(writer.path("provenance.json"),
+                              {**provenance.state(), "config_hash": config_hash(config)})
   if log_summary and primary:
     logging.info("results of %s:\n%s", config.experiment, experiment.summary(results))
   return results

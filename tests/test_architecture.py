@@ -16,7 +16,9 @@ import sys
 
 import pytest
 
-PACKAGES = ("envs", "datasets", "methods", "launch")
+from launch import provenance
+from launch import registry
+
 # What each layer may import from the others.
 ALLOWED = {
     "envs": {"envs"},
@@ -28,55 +30,9 @@ MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 80
 
 
-def _modules(root):
-  out = {}
-  for pkg in PACKAGES:
-    for d, _, files in os.walk(os.path.join(root, pkg)):
-      for f in files:
-        if f.endswith(".py"):
-          path = os.path.join(d, f)
-          name = os.path.relpath(path, root)[:-3].replace(os.sep, ".")
-          out[name[:-len(".__init__")] if name.endswith(".__init__") else name] = path
-  return out
-
-
-def _resolve(name, modules):
-  while name and name not in modules:
-    name = name.rpartition(".")[0]
-  return name or None
-
-
-def _imports(module, path, modules):
-  """``(target module, is_function_level, line)`` of every project import of ``module``."""
-  tree = ast.parse(open(path).read())
-  nested = set()
-  for node in ast.walk(tree):
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-      nested.update(id(n) for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom)))
-  is_pkg = path.endswith("__init__.py")
-  for node in ast.walk(tree):
-    if isinstance(node, ast.Import):
-      targets = [a.name for a in node.names]
-    elif isinstance(node, ast.ImportFrom):
-      base = node.module or ""
-      if node.level:
-        parts = module.split(".")[: len(module.split(".")) - (0 if is_pkg else 1)]
-        parts = parts[: len(parts) - (node.level - 1)]
-        base = ".".join(parts + ([base] if base else []))
-      targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
-    else:
-      continue
-    for t in targets:
-      r = _resolve(t, modules)
-      if r and r != module:
-        yield r, id(node) in nested, node.lineno
-
-
 @pytest.fixture(scope="module")
 def graph(repo_root):
-  modules = _modules(repo_root)
-  edges = {m: list(_imports(m, p, modules)) for m, p in modules.items()}
-  return modules, edges
+  return provenance.project_modules(repo_root), provenance.import_graph(repo_root)
 
 
 def _cycles(edges):
@@ -88,7 +44,8 @@ def _cycles(edges):
     counter[0] += 1
     stack.append(v)
     on.add(v)
-    for w, _, _ in edges[v]:
+    for imp in edges[v]:
+      w = imp.target
       if w not in index:
         visit(w)
         low[v] = min(low[v], low[w])
@@ -123,13 +80,14 @@ def test_no_import_cycles(graph):
 
 def test_imports_go_down(graph):
   _, edges = graph
-  up = [(m, t) for m, ts in edges.items() for t, _, _ in ts if t.split(".")[0] not in ALLOWED[m.split(".")[0]]]
+  up = [(i.source, i.target) for imports in edges.values() for i in imports
+        if i.target.split(".")[0] not in ALLOWED[i.source.split(".")[0]]]
   assert up == []
 
 
 def test_no_function_level_project_imports(graph):
   _, edges = graph
-  nested = [(m, t, line) for m, ts in edges.items() for t, fn, line in ts if fn]
+  nested = [(i.source, i.target, i.line) for imports in edges.values() for i in imports if i.in_function]
   assert nested == []
 
 
@@ -167,8 +125,6 @@ def test_registry_import_loads_no_experiment(repo_root, python_env):
 
 
 def test_every_registered_module_defines_its_experiment(repo_root):
-  from launch import registry  # pylint: disable=g-import-not-at-top
-
   for name, module in registry.MODULES.items():
     path = os.path.join(repo_root, *module.split(".")) + ".py"
     assert os.path.exists(path), (name, module)

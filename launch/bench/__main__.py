@@ -14,6 +14,7 @@ import jax
 
 from launch import distributed
 from launch import mesh
+from launch import provenance
 from launch.bench import flow_matching
 from launch.bench import graphpfn
 from launch.bench import model_smc
@@ -68,6 +69,7 @@ def main(argv):
       f"`python -m launch.bench --out={FLAGS.out}` on a {jax.default_backend().upper()} machine, then "
       f"`python -m launch.report --bench={FLAGS.out} --bench_block=bench_{jax.default_backend()} --only=none`"
   )
+  prov = provenance.state()
   rows = []
   for done, name in enumerate(selected, 1):
     print(f"=== {name}", flush=True)
@@ -84,7 +86,7 @@ def main(argv):
     with open(os.path.join(FLAGS.out, "bench.md"), "w") as f:
       f.write(table)
     with open(os.path.join(FLAGS.out, "bench.json"), "w") as f:
-      json.dump({"header": header, "rows": rows}, f, indent=2)
+      json.dump({"header": header, "rows": rows, "provenance": prov}, f, indent=2)
   print(table)
 
 
