@@ -31,12 +31,6 @@ def test_demo_and_report_entries_name_valid_configs(repo_root):
   assert set(registry.NAMES) <= {name for name, _ in demo.DEMOS}
 
 
-def test_report_replaces_only_its_block():
-  text = "a\n<!-- results:x -->\nold\n<!-- /results:x -->\nb\n<!-- results:y -->\nkeep\n<!-- /results:y -->\n"
-  out = report.replace_block(text, "x", "new table")
-  assert "new table" in out and "old" not in out and "keep" in out
-  with pytest.raises(ValueError, match="no block"):
-    report.replace_block(text, "z", "t")
 
 
 def test_bench_markdown_has_ratio():

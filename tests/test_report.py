@@ -1,0 +1,90 @@
+"""``launch.report``: blocks in the README and docs, provenance lines, and the staleness check."""
+
+import os
+import subprocess
+
+import pytest
+
+from launch import provenance
+from launch import report
+
+
+def test_replace_block_rewrites_only_its_block():
+  text = "a\n<!-- results:x -->\nold\n<!-- /results:x -->\nb\n<!-- results:y -->\nkeep\n<!-- /results:y -->\n"
+  out = report.replace_block(text, "x", "new table")
+  assert "new table" in out and "old" not in out and "keep" in out
+  assert dict(report.blocks(out)) == {"x": "new table\n", "y": "keep\n"}
+  with pytest.raises(ValueError, match="no block"):
+    report.replace_block(text, "z", "t")
+
+
+def test_produced_by_names_command_commit_and_config():
+  line = report.produced_by("cmd", {"commit": "a" * 40, "modified": [], "config_hash": "b" * 64}, "blk")
+  assert "`cmd`" in line and f"at commit `{'a' * 12}`" in line and f"config `{'b' * 12}`" in line
+  dirty = report.produced_by("cmd", {"commit": "a" * 40, "modified": ["x.py"]}, "blk")
+  assert "with uncommitted changes" in dirty
+
+
+def _git(root, *args):
+  subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def _write(root, rel, text):
+  path = os.path.join(root, rel)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w") as f:
+    f.write(text)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+  """A tiny git checkout with one experiment: its config imports a method, the method a helper."""
+  root = str(tmp_path)
+  for pkg in ("launch", "launch/configs", "launch/experiments", "launch/experiments/toy", "methods", "methods/toy",
+              "envs", "datasets", "docs"):
+    _write(root, f"{pkg}/__init__.py", "")
+  _write(root, "methods/toy/core.py", "X = 1\n")
+  _write(root, "methods/toy/unused.py", "Y = 2\n")
+  _write(root, "launch/configs/toy.py", "from methods.toy import core\n")
+  _write(root, "launch/experiments/toy/run.py", "from launch.configs import toy\n")
+  _git(root, "init", "-q")
+  _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+  _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+  commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+  monkeypatch.setitem(report.REPORTS, "toy_cpu", ("toy", "cpu", ()))
+  monkeypatch.setitem(report.registry.MODULES, "toy", "launch.experiments.toy.run")
+  line = report.produced_by("c", {"commit": commit, "modified": []}, "toy_cpu")
+  _write(root, "README.md", f"<!-- results:toy_cpu -->\ntable\n{line}\n<!-- /results:toy_cpu -->\n")
+  _write(root, "docs/gpu.md", "<!-- results:bench_gpu -->\n_Stale since 2026-12-01: no GPU._\n<!-- /results:bench_gpu -->\n")
+  return root
+
+
+def test_closure_follows_imports_through_config_and_method(project):
+  files = report.closure_of("toy_cpu", project)
+  assert "methods/toy/core.py" in files and "launch/configs/toy.py" in files
+  assert "methods/toy/unused.py" not in files
+
+
+def test_check_is_fresh_until_imported_code_changes(project):
+  status = {(r["block"], r["status"]) for r in report.check(project)}
+  assert status == {("toy_cpu", "fresh"), ("bench_gpu", "marked")}
+  _write(project, "methods/toy/unused.py", "Y = 3\n")  # not imported by the experiment
+  assert {r["status"] for r in report.check(project) if r["block"] == "toy_cpu"} == {"fresh"}
+  _write(project, "methods/toy/core.py", "X = 2\n")
+  (rec,) = [r for r in report.check(project) if r["block"] == "toy_cpu"]
+  assert rec["status"] == "stale" and "methods/toy/core.py" in rec["detail"]
+
+
+def test_check_flags_unknown_commits_and_missing_lines(project):
+  _write(project, "docs/toy.md", "<!-- results:toy_cpu -->\nno provenance\n<!-- /results:toy_cpu -->\n"
+         "<!-- results:reg_cpu -->\nat commit `0123456789ab`\n<!-- /results:reg_cpu -->\n")
+  recs = {r["block"]: r for r in report.check(project) if r["file"] == "docs/toy.md"}
+  assert recs["toy_cpu"]["status"] == "stale" and "no commit" in recs["toy_cpu"]["detail"]
+  assert recs["reg_cpu"]["status"] == "stale" and "not in this checkout's history" in recs["reg_cpu"]["detail"]
+
+
+def test_state_reads_the_commit_and_modified_files(project):
+  s = provenance.state(project)
+  assert len(s["commit"]) == 40 and s["modified"] == []
+  _write(project, "methods/toy/core.py", "X = 5\n")
+  assert provenance.state(project)["modified"] == ["methods/toy/core.py"]
