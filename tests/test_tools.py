@@ -22,15 +22,14 @@ from methods import varde
 def test_demo_and_report_entries_name_valid_configs(repo_root):
   for name, arg in demo.DEMOS:
     runner.validate(registry.get(name).get_config(arg))
-  with open(os.path.join(repo_root, "README.md")) as f:
-    readme = f.read()
+  found = set()
+  for path in report.documents(repo_root):
+    with open(os.path.join(repo_root, path)) as f:
+      found.update(name for name, _ in report.blocks(f.read()))
   for name, (experiment, arg, _) in report.REPORTS.items():
     runner.validate(registry.get(experiment).get_config(arg))
-    assert f"<!-- results:{name} -->" in readme and f"<!-- /results:{name} -->" in readme
-  assert "<!-- results:bench -->" in readme
+  assert found == set(report.REPORTS) | set(report.BENCH_BLOCKS)  # every block has a maker, every maker a block
   assert set(registry.NAMES) <= {name for name, _ in demo.DEMOS}
-
-
 
 
 def test_bench_markdown_has_ratio():
