@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 DEPS := setup.cfg pyproject.toml requirements/constraints.txt
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c requirements/constraints.txt
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo test bench notebooks docs clean
 
 venv: $(STAMP)
 
@@ -31,6 +31,14 @@ test: venv
 
 bench: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m launch.bench --out=runs/bench
+
+# Execute every notebook at smoke size and store its outputs (run before committing a notebook).
+notebooks: venv
+	$(BIN)/python -m launch.notebooks
+
+# The documentation site (docs/ and the API reference from the docstrings), strict: a broken link fails.
+docs: venv
+	$(BIN)/python -m mkdocs build --strict --site-dir runs/site
 
 clean:
 	rm -rf runs .pytest_cache
