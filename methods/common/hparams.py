@@ -192,8 +192,10 @@ def field(
   Args:
     default: the default value (a tuple for sequence fields).
     doc: one line: what it is, with its unit or the paper's symbol.
-    low, high, low_open, high_open: the allowed range (of every element of a
-      sequence field).
+    low: the smallest allowed value (of every element of a sequence field).
+    high: the largest allowed value (of every element of a sequence field).
+    low_open: ``low`` itself is not allowed.
+    high_open: ``high`` itself is not allowed.
     choices: the allowed values (of every element of a sequence field).
     nonempty: a sequence field must have at least one element.
     unique: a sequence field must not repeat an element.
