@@ -18,8 +18,11 @@ Flags:
                 (2 for a bad config). ``ICML26_VERBOSE=1`` does the same.
 """
 
+import difflib
 import os
+import re
 import sys
+from typing import Optional
 
 from absl import app
 from absl import flags
@@ -27,6 +30,7 @@ from absl import logging
 import ml_collections
 from ml_collections import config_flags
 
+from launch import config_schema
 from launch import distributed
 from launch import errors
 from launch import runner
@@ -45,16 +49,49 @@ class FlagsError(Exception):
   """A command line that cannot give a config; the message is one line."""
 
 
+def _overrides(argv) -> list[str]:
+  """The keys of the ``--config.KEY=VALUE`` arguments of ``argv``."""
+  return [a[len("--config."):].split("=", 1)[0] for a in argv if a.startswith("--config.")]
+
+
+def _unknown_keys(argv) -> Optional[str]:
+  """Names the overridden keys that the config does not have, with close matches; ``None`` if all exist."""
+  base = [a for a in argv if not a.startswith("--config.")]
+  try:
+    config = config_from_args(base[1:])
+  except FlagsError:
+    return None
+  flat = config_schema.flatten(config)
+  problems = []
+  for key in _overrides(argv):
+    if key in flat:
+      continue
+    parent = key.rpartition(".")[0]
+    siblings = sorted(k for k in flat if k.rpartition(".")[0] == parent)
+    close = difflib.get_close_matches(key, siblings, n=3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    problems.append(f"unknown key '{key}' of experiment {config.get('experiment', '?')!r}{hint}")
+  return "; ".join(problems) or None
+
+
 def _explain(argv, error: Exception) -> str:
   """One line saying why the ``--config`` flags of ``argv`` did not give a config."""
   if isinstance(error, (OSError, SyntaxError, ImportError)):  # the config file cannot be read or run
     return f"--config: {_config_file_problem(argv, error)}"
+  if isinstance(error, flags.IllegalFlagValueError):  # an override's value does not parse as the key's type
+    text = " ".join(str(error).split())
+    m = re.match(r"flag --config\.(\S+?)=(.*?): (.*)", text)
+    if m:
+      return f"bad --config override: '{m[1]}' = {m[2]!r}: {m[3]}"
   if isinstance(error, flags.Error):
     text = str(error)
     if "Error whilst parsing config file" in text:  # get_config(arg) refused its argument
       last = [line for line in text.splitlines() if line.strip()][-1]
       return f"--config: {last.partition(': ')[2] or last}"
-    return f"{text}\nPass --helpshort or --helpfull to see help on flags."
+    return f"{text.splitlines()[0]} (pass --helpshort or --helpfull to see help on flags)"
+  unknown = _unknown_keys(argv)
+  if unknown:
+    return f"bad --config override: {unknown}"
   reason = " ".join(str(error).replace("\\n", " ").replace("\\'", "'").split())
   if reason.startswith("''") and reason.endswith("'"):  # a quoted KeyError inside
     reason = reason[1:-1]

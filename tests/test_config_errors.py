@@ -39,6 +39,13 @@ def _error_line(args) -> str:
     (("--config=launch/configs/reg.py:smoke", "--config.num_seed=3"), "num_seed"),
     (("--config=launch/configs/reg.py:smoke", "--config.seed=-1"), "'seed': -1 is out of range"),
     (("--config=launch/configs/reg.py:smoke", "--config.mesh.data=0"), "'mesh.data'"),
+    (("--config=launch/configs/reg.py:smoke", "--config.mdp_file=x"), "unknown key 'mdp_file' of experiment 'reg'"),
+    (("--config=launch/configs/reg.py:smoke", "--config.data.hdf5_fil=x"), "did you mean 'data.hdf5_file'"),
+    (("--config=launch/configs/reg.py:smoke", "--config.num_seeds=1.5"), "'num_seeds' = '1.5'"),
+    (("--config=launch/configs/reg.py:smoke", "--config.seed=99999999999999999999"), "'seed': 99999999999999999999"),
+    (("--config=launch/configs/reg.py:smoke", "--config.num_updates=9999999999"), "overflows int32"),
+    (("--config=launch/configs/reg.py:smoke", "--config.agent.actor_lr=1e39"), "overflows float32"),
+    (("--config=launch/configs/reg.py:smoke", "--config.agent.actor_lr=1e-320"), "0.0 in float32"),
 ])
 def test_bad_configs_are_named_in_one_line(args, expected, repo_root, monkeypatch):
   monkeypatch.chdir(repo_root)

@@ -23,7 +23,8 @@ key is its name, or the ``key`` it declares (a dotted path, e.g.
 declared with ``config=False`` are set by the experiment (e.g. per
 algorithm), not by the user.
 
-Floats must be finite unless declared ``finite=False``.
+Floats must be finite in float32 (and ints fit in int32) unless declared
+``finite=False``; a range is checked on the value and on its float32 rounding.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import struct
 import typing
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
@@ -56,13 +58,29 @@ def _is_float(value: Any) -> bool:
   return isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral))
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+INT32_MAX = 2**31 - 1
+
+
+def as_float32(value: float) -> float:
+  """``value`` rounded to float32, the dtype hyperparameters are computed in (``inf`` past its range)."""
+  if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+    return math.copysign(math.inf, value) if not math.isnan(value) else value
+  return struct.unpack("f", struct.pack("f", value))[0]
+
+
 @dataclasses.dataclass(frozen=True)
 class Finite(Constraint):
-  """A float is finite (NaN and +-inf refused)."""
+  """A float is finite in float32 (NaN, +-inf and |x| > 3.4e38 refused); an int fits in int32."""
 
   def check(self, value):
-    if _is_float(value) and not math.isfinite(value):
-      return f"{value!r} is not a finite number"
+    if _is_float(value):
+      if not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+      if abs(value) > FLOAT32_MAX:
+        return f"{value!r} overflows float32 (|x| <= 3.4e38), the dtype it is computed in"
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool) and abs(value) > INT32_MAX:
+      return f"{value!r} overflows int32 (|n| <= {INT32_MAX}), the dtype it is computed in"
     return None
 
 
@@ -98,10 +116,12 @@ class Range(Constraint):
       return f"{value!r} is not a number; allowed: {self.describe()}"
     if _is_float(value) and math.isnan(value):
       return f"{value!r} is not a number; allowed: {self.describe()}"
-    bad_lo = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
-    bad_hi = self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi)
-    if bad_lo or bad_hi:
-      return f"{value!r} is out of range; allowed: {self.describe()}"
+    for v in (value, as_float32(value)) if _is_float(value) else (value,):
+      bad_lo = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
+      bad_hi = self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi)
+      if bad_lo or bad_hi:
+        cast = "" if v == value else f" (it is {v!r} in float32, the dtype it is computed in)"
+        return f"{value!r} is out of range{cast}; allowed: {self.describe()}"
     return None
 
 
