@@ -157,29 +157,3 @@ def test_warm_start_then_matches_with_warm_start_under_vmap():
     want = jax.vmap(lambda o, r: core.with_warm_start(t, o, r))(orders, rules)
     np.testing.assert_array_equal(got, want)
 
-
-def test_compare_script_rows():
-  from launch.experiments import varde_compare  # pylint: disable=g-import-not-at-top
-
-  def results(p_a, shares_a):
-    err = lambda p: {"p": p, "se": math.sqrt(p * (1 - p) / 1000), "runs": 1000}  # noqa: E731
-    return {
-        "experiment": "varde_bai", "problem": "E1", "means": [0.3, 0.2], "num_seeds": 1000,
-        "reference": "a", "budgets": [50, 150], "paper_budgets": [150], "algorithms": ["a", "b"],
-        "error": {"a": {"50": err(p_a), "150": err(p_a)}, "b": {"50": err(0.2), "150": err(0.2)}},
-        "shares": {k: {"a": shares_a, "b": [0.5, 0.5]} for k in ("50", "150")},
-    }
-
-  old, new = results(0.10, [0.6, 0.4]), results(0.12, [0.7, 0.3])
-  rows = varde_compare.compare(old, new)
-  assert len(rows) == 4
-  a150 = next(r for r in rows if r["algorithm"] == "a" and r["budget"] == 150)
-  se = math.sqrt(0.1 * 0.9 / 1000 + 0.12 * 0.88 / 1000)
-  np.testing.assert_allclose(a150["z"], 0.02 / se)
-  assert not a150["identical"]
-  assert all(r["identical"] for r in rows if r["algorithm"] == "b")
-  text = varde_compare.markdown([("", old, rows)])
-  assert "| `a` | 10.00 / 12.00 (+1.4) |" in text and "E1 T=150 (1,000 seeds)" in text
-  assert "E1 (T = 50, 150; 1,000 seeds): 2 of 4 (algorithm, budget) pairs have identical" in text
-  with pytest.raises(ValueError, match="num_seeds"):
-    varde_compare.compare(old, {**new, "num_seeds": 5})
