@@ -12,8 +12,8 @@ import pytest
 from envs import bandits
 from launch import mesh as mesh_lib
 from launch.configs import varde_bai as varde_config
-from launch.experiments import varde_bai
-from launch.experiments import varde_report
+from launch.experiments.varde import bai as varde_bai
+from launch.experiments.varde import bai_report
 from methods import varde
 from methods.varde import core
 
@@ -88,7 +88,7 @@ def test_paired_standard_error_formula():
       np.asarray(n), e.sum(0), (e[:, :, None] != e[:, None, :]).sum(0), np.zeros((2, 3)), np.zeros((0, 3))
   )
   d = e[:, 0].astype(float) - e[:, 1]
-  got = varde_report._paired(t, 0, 1)  # pylint: disable=protected-access
+  got = bai_report._paired(t, 0, 1)  # pylint: disable=protected-access
   np.testing.assert_allclose(got["diff"], d.mean())
   np.testing.assert_allclose(got["se"], d.std() / math.sqrt(n))
 
@@ -104,7 +104,7 @@ def test_varde_beats_uniform_on_e1_beyond_three_standard_errors():
   names, _, fn = varde_bai.make_chunk_fn(config, mesh, 150, means)
   out = varde.SweepStats(*mesh_lib.to_host(fn(varde_bai.chunk_seed_ids(config, mesh, 0))))
   assert int(out.runs) == 4000
-  cmp = varde_report._paired(out, names.index("varde_tau0.1"), names.index("uniform"))  # pylint: disable=protected-access
+  cmp = bai_report._paired(out, names.index("varde_tau0.1"), names.index("uniform"))  # pylint: disable=protected-access
   assert cmp["z"] < -3, cmp
 
 
