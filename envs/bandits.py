@@ -4,7 +4,7 @@ Rewards use *common random numbers*: the ``n``-th pull of arm ``k`` in a run
 keyed by ``key`` always returns the same value, whichever algorithm asks for it
 and whatever it pulled before. Algorithms compared on the same key therefore
 see the same reward tables, which is what makes paired comparisons between
-algorithms (``launch/experiments/varde_bai.py``) sharp.
+algorithms (``launch/experiments/varde/bai.py``) sharp.
 
 The problem instances E1-E4 are those of the VarDE paper (Luong et al., ICML
 2026, Section 5, experiments E1-E4): Gaussian arms whose standard deviations equal

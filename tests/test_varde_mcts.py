@@ -13,8 +13,8 @@ from envs import mdps
 from envs import trees
 from launch import mesh as mesh_lib
 from launch.configs import varde_mcts as mcts_config
-from launch.experiments import varde_mcts
-from launch.experiments import varde_search_report as report
+from launch.experiments.varde import mcts as varde_mcts
+from launch.experiments.varde import search
 from methods.varde import mcts
 from methods.varde import mctx_adapter
 
@@ -140,4 +140,4 @@ def test_same_tallies_on_one_device_and_on_eight():
   np.testing.assert_array_equal(outs[0].wrong, outs[1].wrong)
   np.testing.assert_allclose(outs[0].regret, outs[1].regret, rtol=1e-5)
   assert float(outs[0].runs) == 5
-  assert isinstance(outs[0], report.Tally)
+  assert isinstance(outs[0], search.Tally)

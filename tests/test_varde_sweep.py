@@ -12,8 +12,8 @@ import pytest
 from envs import bandits
 from launch import mesh as mesh_lib
 from launch.configs import varde_bai as varde_config
-from launch.experiments import varde_bai
-from launch.experiments import varde_report
+from launch.experiments.varde import bai as varde_bai
+from launch.experiments.varde import bai_report
 from methods import varde
 from methods.varde import core
 
@@ -88,7 +88,7 @@ def test_paired_standard_error_formula():
       np.asarray(n), e.sum(0), (e[:, :, None] != e[:, None, :]).sum(0), np.zeros((2, 3)), np.zeros((0, 3))
   )
   d = e[:, 0].astype(float) - e[:, 1]
-  got = varde_report._paired(t, 0, 1)  # pylint: disable=protected-access
+  got = bai_report._paired(t, 0, 1)  # pylint: disable=protected-access
   np.testing.assert_allclose(got["diff"], d.mean())
   np.testing.assert_allclose(got["se"], d.std() / math.sqrt(n))
 
@@ -104,7 +104,7 @@ def test_varde_beats_uniform_on_e1_beyond_three_standard_errors():
   names, _, fn = varde_bai.make_chunk_fn(config, mesh, 150, means)
   out = varde.SweepStats(*mesh_lib.to_host(fn(varde_bai.chunk_seed_ids(config, mesh, 0))))
   assert int(out.runs) == 4000
-  cmp = varde_report._paired(out, names.index("varde_tau0.1"), names.index("uniform"))  # pylint: disable=protected-access
+  cmp = bai_report._paired(out, names.index("varde_tau0.1"), names.index("uniform"))  # pylint: disable=protected-access
   assert cmp["z"] < -3, cmp
 
 
@@ -157,29 +157,3 @@ def test_warm_start_then_matches_with_warm_start_under_vmap():
     want = jax.vmap(lambda o, r: core.with_warm_start(t, o, r))(orders, rules)
     np.testing.assert_array_equal(got, want)
 
-
-def test_compare_script_rows():
-  from launch.experiments import varde_compare  # pylint: disable=g-import-not-at-top
-
-  def results(p_a, shares_a):
-    err = lambda p: {"p": p, "se": math.sqrt(p * (1 - p) / 1000), "runs": 1000}  # noqa: E731
-    return {
-        "experiment": "varde_bai", "problem": "E1", "means": [0.3, 0.2], "num_seeds": 1000,
-        "reference": "a", "budgets": [50, 150], "paper_budgets": [150], "algorithms": ["a", "b"],
-        "error": {"a": {"50": err(p_a), "150": err(p_a)}, "b": {"50": err(0.2), "150": err(0.2)}},
-        "shares": {k: {"a": shares_a, "b": [0.5, 0.5]} for k in ("50", "150")},
-    }
-
-  old, new = results(0.10, [0.6, 0.4]), results(0.12, [0.7, 0.3])
-  rows = varde_compare.compare(old, new)
-  assert len(rows) == 4
-  a150 = next(r for r in rows if r["algorithm"] == "a" and r["budget"] == 150)
-  se = math.sqrt(0.1 * 0.9 / 1000 + 0.12 * 0.88 / 1000)
-  np.testing.assert_allclose(a150["z"], 0.02 / se)
-  assert not a150["identical"]
-  assert all(r["identical"] for r in rows if r["algorithm"] == "b")
-  text = varde_compare.markdown([("", old, rows)])
-  assert "| `a` | 10.00 / 12.00 (+1.4) |" in text and "E1 T=150 (1,000 seeds)" in text
-  assert "E1 (T = 50, 150; 1,000 seeds): 2 of 4 (algorithm, budget) pairs have identical" in text
-  with pytest.raises(ValueError, match="num_seeds"):
-    varde_compare.compare(old, {**new, "num_seeds": 5})

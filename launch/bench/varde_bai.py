@@ -25,7 +25,7 @@ from launch import mesh as mesh_lib
 from launch.bench import timing
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
-from launch.experiments import varde_bai
+from launch.experiments.varde import bai as varde_bai
 
 
 def _timed_sweep(config, mesh, budget, means, repeats=3):

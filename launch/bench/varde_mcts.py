@@ -22,7 +22,7 @@ import numpy as np
 from envs import trees
 from launch import mesh as mesh_lib
 from launch.bench import timing
-from launch.experiments import varde_mcts
+from launch.experiments.varde import mcts as varde_mcts
 from methods.varde import mcts
 from methods.varde import mctx_adapter
 

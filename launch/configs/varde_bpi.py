@@ -14,7 +14,12 @@ Your own MDP: a ``.npz`` file with arrays ``P [S, A, S]``, ``reward_mean`` and
 
   python -m launch.main --config=launch/configs/varde_bpi.py:cpu,envs=file \
       --config.mdp_file=my_mdp.npz --workdir=...
+
+The experiment's own keys are :class:`Run`, the environments' :class:`EnvConfig`
+(``env.*``); the allocations' (``bpi.*``) are declared in ``methods/varde/bpi.py``.
 """
+
+import dataclasses
 
 import ml_collections
 
@@ -22,8 +27,52 @@ from launch.configs import common
 from methods.common import hparams
 from methods.varde import bpi
 
+F = hparams.field
 ENVS = ("riverswim", "garnet_high_variance", "garnet_heavy_tailed", "file")
 ENV_SETS = {"all": ENVS[:3], "file": ("file",)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Run(hparams.Hyperparameters):
+  """The experiment's own keys."""
+
+  envs: tuple[str, ...] = F(ENV_SETS["all"], "Environments (file: your own MDP, mdp_file).", choices=ENVS,
+                            nonempty=True, unique=True)
+  algorithms: tuple[str, ...] = F(bpi.ALGORITHMS, "Sampling allocations (methods.varde.bpi.ALGORITHMS).",
+                                  choices=bpi.ALGORITHMS, nonempty=True, unique=True)
+  budgets: tuple[int, ...] = F((256, 512, 1024, 2048, 4096), "Generative-model samples (log-spaced).", low=1,
+                               nonempty=True, unique=True)
+  num_instances: int = F(32, "Random Garnet MDPs per environment.", low=1)
+  runs_per_instance: int = F(4, "Seeds per instance.", low=1)
+  mdp_file: str = F("", "envs=file: a .npz with P, reward_mean, reward_std, discount.")
+  start_state: int = F(0, "envs=file: the start state s0.", low=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig(hparams.Hyperparameters):
+  """Sizes and noise of the BPI environments (config section ``env``)."""
+
+  riverswim_states: int = F(6, "RiverSwim states.", low=2)
+  riverswim_reward_std: float = F(0.5, "RiverSwim reward std.", low=0)
+  riverswim_gamma: float = F(0.9, "RiverSwim discount.", low=0, high=1, high_open=True)
+  garnet_states: int = F(10, "Garnet states.", low=2)
+  garnet_actions: int = F(3, "Garnet actions.", low=2)
+  garnet_branching: int = F(3, "Garnet successors per pair.", low=1)
+  garnet_gamma: float = F(0.9, "Garnet discount.", low=0, high=1, high_open=True)
+  garnet_std_high: float = F(2.0, "Reward stds are U[0.1, this] per pair.", low=0.1)
+  heavy_df: float = F(3.0, "Student-t degrees of freedom of garnet_heavy_tailed.", low=2, low_open=True)
+
+  def checks(self):
+    if self.garnet_branching > self.garnet_states:
+      yield "garnet_branching", f"{self.garnet_branching} successors > {self.garnet_states} states"
+
+
+SECTIONS = common.declare(
+    "varde_bpi",
+    ("", Run),
+    ("env", EnvConfig),
+    ("bpi", bpi.BPIHparams),
+)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -31,19 +80,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   opts = common.parse_arg(arg, envs="all")
   if opts.envs not in ENV_SETS:
     raise ValueError(f"envs={opts.envs!r}; allowed: {sorted(ENV_SETS)}")
-  config = common.base_config("varde_bpi", opts.preset)
+  config = SECTIONS.defaults(opts.preset)
   config.envs = ENV_SETS[opts.envs]
-  config.algorithms = bpi.ALGORITHMS
-  config.budgets = (256, 512, 1024, 2048, 4096)  # generative-model samples (log-spaced)
-  config.num_instances = 32  # random Garnet MDPs per environment
-  config.runs_per_instance = 4  # seeds per instance
-  config.mdp_file = ""  # envs=file: a .npz with P, reward_mean, reward_std, discount
-  config.start_state = 0  # envs=file: s0
-  from launch.experiments import varde_bpi_envs  # pylint: disable=g-import-not-at-top
-
-  config.env = ml_collections.ConfigDict(hparams.to_config(varde_bpi_envs.EnvConfig))
-  # Allocation hyperparameters: declared once in methods/varde/bpi.py.
-  config.bpi = ml_collections.ConfigDict(hparams.to_config(bpi.BPIHparams))
   if opts.preset == "smoke":
     config.budgets = (128, 512)
     config.num_instances, config.runs_per_instance = 4, 2

@@ -1,6 +1,8 @@
 """Experiment ``varde_bpi``: best-policy identification with a generative model.
 
-Config: ``launch/configs/varde_bpi.py``. One unit is one (environment,
+Config: ``launch/configs/varde_bpi.py``; environments:
+:mod:`launch.experiments.varde.bpi_envs`; the run loop:
+:mod:`launch.experiments.varde.search`. One unit is one (environment,
 budget); all algorithms run on all runs (``num_instances`` random MDPs x
 ``runs_per_instance`` seeds, the run axis sharded over the mesh) in one jitted
 call compiled once per environment (the budget is a traced value), and the
@@ -19,38 +21,36 @@ import jax.numpy as jnp
 import ml_collections
 
 from envs import mdps
-from launch import config_schema as cs
 from launch import mesh as mesh_lib
-from launch.configs import common
 from launch.configs import varde_bpi as bpi_config
-from launch.experiments import varde_bpi_envs as envs_lib
-from launch.experiments import varde_search_report as report
+from launch.experiments.varde import bpi_envs
+from launch.experiments.varde import search
+from launch.experiments.varde import search_report
 from launch.runtime import Context, Experiment
-from methods.common import hparams
 from methods.varde import bpi
 
 
 def make_unit_fn(config, mesh, env_index: int):
   """Jitted ``(run_ids [P], budget) -> Tally`` of every algorithm on one environment."""
   name = config.envs[env_index]
-  hp = hparams.from_config(bpi.BPIHparams, config.bpi)
-  make = envs_lib.make_env(name, hparams.from_config(envs_lib.EnvConfig, config.env), config.mdp_file,
+  hp = bpi_config.SECTIONS.build(config, bpi.BPIHparams)
+  make = bpi_envs.make_env(name, bpi_config.SECTIONS.build(config, bpi_config.EnvConfig), config.mdp_file,
                            config.start_state)
-  n_inst = envs_lib.num_instances(name, config.num_instances)
+  n_inst = bpi_envs.num_instances(name, config.num_instances)
   run_base = jax.random.fold_in(jax.random.key(config.seed + 1), env_index)
 
   def unit(ids, budget):
     valid = ids >= 0
     i = jnp.maximum(ids, 0)
     inst = (i // config.runs_per_instance) % n_inst
-    mdp = jax.vmap(lambda j: make(envs_lib.instance_key(config.seed, env_index, j)))(inst)
+    mdp = jax.vmap(lambda j: make(search.instance_key(config.seed, env_index, j)))(inst)
     keys = jax.vmap(lambda j: jax.random.fold_in(jax.random.fold_in(run_base, budget), j))(i)
     regrets = []
     for alg_name in config.algorithms:
       alg = bpi.make_algorithm(alg_name, hp, budget)
       one = lambda m, k: bpi.policy_regret(m, bpi.run_bpi(alg, m, k, budget=budget, hp=hp).policy)  # noqa: E731,B023
       regrets.append(jax.vmap(one)(mdp, keys))
-    return report.tally(jnp.stack(regrets), valid)
+    return search.tally(jnp.stack(regrets), valid)
 
   return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
                  out_shardings=mesh_lib.replicated(mesh))
@@ -66,7 +66,8 @@ def _sizes(config, name):
   return e.garnet_states, e.garnet_actions
 
 
-def _checks(config):
+def _data_checks(config):
+  """The user's MDP file loads, and the smallest budget covers every environment's warm start."""
   if "file" in config.envs:
     if not config.mdp_file:
       yield "mdp_file", "envs=file needs --config.mdp_file=<path>.npz"
@@ -86,42 +87,25 @@ def _checks(config):
       yield "budgets", f"{name}: budget {min(config.budgets)} is below the warm start S A warm_start = {warm}"
 
 
-def schema() -> cs.Schema:
-  constraints = {
-      **common.BASE_CONSTRAINTS,
-      "experiment": cs.OneOf(("varde_bpi",)),
-      "envs": hparams.All((cs.Each(cs.OneOf(bpi_config.ENVS), nonempty=True), cs.Unique())),
-      "algorithms": hparams.All((cs.Each(cs.OneOf(bpi.ALGORITHMS), nonempty=True), cs.Unique())),
-      "budgets": hparams.All((cs.Each(cs.Range(lo=1), nonempty=True), cs.Unique())),
-      "num_instances": cs.Range(lo=1),
-      "runs_per_instance": cs.Range(lo=1),
-      "start_state": cs.Range(lo=0),
-  }
-  return cs.Schema(
-      bpi_config.get_config(), constraints, checks=(common.mesh_check, lambda c: list(_checks(c))),
-      sections=(cs.Section("bpi", bpi.BPIHparams), cs.Section("env", envs_lib.EnvConfig)),
-  )
-
-
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs every (environment, budget) unit; returns ``results.json``'s content."""
   fns: dict = {}
-  ids = report.padded_ids(config.num_instances * config.runs_per_instance, ctx.mesh, mesh_lib)
+  ids = search.padded_ids(config.num_instances * config.runs_per_instance, ctx.mesh)
 
-  def unit_tally(e: int, budget: int) -> report.Tally:
+  def unit_tally(e: int, budget: int) -> search.Tally:
     if e not in fns:
       fns[e] = make_unit_fn(config, ctx.mesh, e)
-    return report.Tally(*mesh_lib.to_host(fns[e](ids, jnp.asarray(budget, jnp.int32))))
+    return search.Tally(*mesh_lib.to_host(fns[e](ids, jnp.asarray(budget, jnp.int32))))
 
-  return report.run_units("varde_bpi", config, ctx, list(config.algorithms), unit_tally,
+  return search.run_units("varde_bpi", config, ctx, list(config.algorithms), unit_tally,
                           {"budget_unit": "samples", "metric": "policy regret V*(s0) - V^pi_hat(s0)"})
 
 
 EXPERIMENT = Experiment(
-    name="varde_bpi",
+    declaration=bpi_config.SECTIONS,
     get_config=bpi_config.get_config,
-    schema=schema,
     run=run,
-    summary=report.format_table,
-    markdown=report.markdown_table,
+    summary=search_report.format_table,
+    markdown=search_report.markdown_table,
+    checks=(_data_checks,),
 )

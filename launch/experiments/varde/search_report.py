@@ -10,34 +10,12 @@ exact value is below the optimum). The mean regret's standard error is
 from __future__ import annotations
 
 import math
-import time
-from typing import Callable, NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
-
-from launch import metrics
-
-
-class Tally(NamedTuple):
-  """Sums over runs for one (environment, budget); ``[P]`` per algorithm."""
-
-  runs: np.ndarray  # []
-  regret: np.ndarray  # [P]
-  regret_sq: np.ndarray  # [P]
-  wrong: np.ndarray  # [P]
-
-  @classmethod
-  def zeros(cls, num_algorithms: int) -> "Tally":
-    z = np.zeros((num_algorithms,), np.float32)
-    return cls(np.zeros((), np.float32), z, z.copy(), z.copy())
-
-  def __add__(self, other: "Tally") -> "Tally":  # type: ignore[override]
-    return Tally(*(np.asarray(a, np.float32) + np.asarray(b, np.float32) for a, b in zip(self, other)))
 
 
 def summarize(experiment: str, envs, budgets, names, tallies: dict, extra: dict) -> dict:
-  """``results.json`` content from ``tallies[f"{env}/T{budget}"]``."""
+  """``results.json`` content from ``tallies[f"{env}/T{budget}"]`` (:class:`~launch.experiments.varde.search.Tally`)."""
   res = {"experiment": experiment, "envs": list(envs), "budgets": list(budgets), "algorithms": list(names),
          "regret": {}, "wrong": {}, **extra}
   for env in envs:
@@ -104,6 +82,7 @@ def markdown_table(results: dict) -> str:
 
 def make_figures(results: dict, writer) -> None:
   """``regret_vs_budget.png`` (and ``wrong_vs_budget.png``): one panel per environment, log-x."""
+  # matplotlib is a heavy import needed only for figures; the Agg backend is set before pyplot loads.
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")
@@ -128,59 +107,3 @@ def make_figures(results: dict, writer) -> None:
     axes[0][0].set_ylabel(f"{ylabel} (+- s.e.)")
     axes[0][0].legend(fontsize=7)
     writer.save_figure(fig, f"{metric}_vs_budget")
-
-
-def padded_ids(num_runs: int, mesh, mesh_lib) -> "jax.Array":  # noqa: F821
-  """Global ``[P]`` int32 run ids ``0..num_runs-1`` padded with -1 to the mesh size, sharded."""
-  padded = mesh_lib.padded_size(num_runs, mesh)
-  ids = np.full((padded,), -1, np.int32)
-  ids[:num_runs] = np.arange(num_runs, dtype=np.int32)
-  return mesh_lib.global_array(ids.shape, mesh_lib.data_sharding(mesh), lambda idx: ids[idx])
-
-
-def tally(regret, valid, tol: float = 1e-5) -> Tally:
-  """Sums over the valid runs of ``regret [P, R]`` (jax arrays; usable inside jit)."""
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-
-  v = valid.astype(jnp.float32)[None, :]
-  return Tally(jnp.sum(valid.astype(jnp.float32)), jnp.sum(regret * v, -1), jnp.sum(regret**2 * v, -1),
-               jnp.sum((regret > tol) * v, -1))
-
-
-def run_units(experiment: str, config, ctx, names: list, unit_tally: Callable[[int, int], Tally],
-              extra: dict) -> dict:
-  """Runs every (environment, budget) unit in turn; returns ``results.json``'s content.
-
-  The tallies of all units are checkpointed after each one, so a killed run
-  resumes at the next unit and ends with the same integer-valued sums.
-
-  Args:
-    experiment: ``varde_mcts`` or ``varde_bpi``.
-    config: the run's config (``envs``, ``budgets``).
-    ctx: the run's context.
-    names: the algorithms, in tally order.
-    unit_tally: ``(environment index, budget) -> Tally`` of one unit.
-    extra: ``budget_unit`` and ``metric`` for the tables.
-  """
-  units = [(e, b) for e in range(len(config.envs)) for b in config.budgets]
-  initial = {f"{config.envs[e]}_T{b}": Tally.zeros(len(names))._asdict() for e, b in units}
-  done, state, _ = ctx.restore_or(initial)
-  tallies = {k: Tally(**{f: jnp.asarray(x) for f, x in v.items()}) for k, v in state.items()}
-  progress = metrics.Progress(len(units), unit="units", start=done)
-  start = time.perf_counter()
-  for u in range(done, len(units)):
-    e, budget = units[u]
-    env = config.envs[e]
-    key = f"{env}_T{budget}"
-    tallies[key] = tallies[key] + unit_tally(e, budget)
-    t = tallies[key]
-    progress.label = f"[{experiment} {env} T={budget}] "
-    ctx.writer.log(u + 1, budget=budget, runs=float(t.runs),
-                   **{f"regret/{env}/{n}": float(t.regret[i] / max(t.runs, 1)) for i, n in enumerate(names)})
-    progress.update(u + 1)
-    ctx.save(u + 1, {k: v._asdict() for k, v in tallies.items()}, force=u + 1 == len(units))
-  tallies = {k.replace("_T", "/T"): v for k, v in tallies.items()}
-  results = summarize(experiment, config.envs, config.budgets, names, tallies, extra)
-  results["wall_time_s"] = time.perf_counter() - start
-  make_figures(results, ctx.writer)
-  return results

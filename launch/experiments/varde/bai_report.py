@@ -124,6 +124,7 @@ def markdown_table(results: dict) -> str:
 
 def make_figures(results: dict, writer) -> None:
   """``error_vs_budget.png`` and ``allocation_shares.png``."""
+  # matplotlib is a heavy import needed only for figures; the Agg backend is set before pyplot loads.
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")

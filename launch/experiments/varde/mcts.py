@@ -1,6 +1,8 @@
 """Experiment ``varde_mcts``: VarDE tree search against UCT, MENTS, Power-UCT and mctx.
 
-Config: ``launch/configs/varde_mcts.py``. One unit is one (environment,
+Config: ``launch/configs/varde_mcts.py``; environments:
+:mod:`launch.experiments.varde.mcts_envs`; the run loop:
+:mod:`launch.experiments.varde.search`. One unit is one (environment,
 budget): every policy searches from the root of every run (``num_instances``
 random environments x ``runs_per_instance`` seeds, the run axis sharded over
 the mesh) in one jitted call, and the unit's sums (regret, squared regret,
@@ -19,14 +21,12 @@ import jax.numpy as jnp
 import ml_collections
 
 from envs import mdps
-from launch import config_schema as cs
 from launch import mesh as mesh_lib
-from launch.configs import common
 from launch.configs import varde_mcts as mcts_config
-from launch.experiments import varde_mcts_envs as envs_lib
-from launch.experiments import varde_search_report as report
+from launch.experiments.varde import mcts_envs
+from launch.experiments.varde import search
+from launch.experiments.varde import search_report
 from launch.runtime import Context, Experiment
-from methods.common import hparams
 from methods.varde import mcts
 from methods.varde import mctx_adapter
 
@@ -63,9 +63,9 @@ def root_regret(mdp: mdps.TabularMDP, horizon: int, action: jax.Array) -> jax.Ar
 def make_unit_fn(config, mesh, env_index: int, policies, num_simulations: int):
   """Jitted ``(run_ids [P], budget) -> Tally`` of ``policies`` on one environment."""
   env_name = config.envs[env_index]
-  hp = hparams.from_config(mcts.MCTSHparams, config.search)
-  make, horizon = envs_lib.make_env(env_name, hparams.from_config(envs_lib.EnvConfig, config.env))
-  n_inst = envs_lib.num_instances(env_name, config.num_instances)
+  hp = mcts_config.SECTIONS.build(config, mcts.MCTSHparams)
+  make, horizon = mcts_envs.make_env(env_name, mcts_config.SECTIONS.build(config, mcts_config.EnvConfig))
+  n_inst = mcts_envs.num_instances(env_name, config.num_instances)
   fns = [policy_fn(p, hp, num_simulations, horizon) for p in policies]
   run_base = jax.random.fold_in(jax.random.key(config.seed + 1), env_index)
 
@@ -73,26 +73,26 @@ def make_unit_fn(config, mesh, env_index: int, policies, num_simulations: int):
     valid = ids >= 0
     i = jnp.maximum(ids, 0)
     inst = (i // config.runs_per_instance) % n_inst
-    mdp = jax.vmap(lambda j: make(envs_lib.instance_key(config.seed, env_index, j)))(inst)
+    mdp = jax.vmap(lambda j: make(search.instance_key(config.seed, env_index, j)))(inst)
     keys = jax.vmap(lambda j: jax.random.fold_in(jax.random.fold_in(run_base, budget), j))(i)
     regrets = []
     for fn in fns:
       actions = jax.vmap(lambda m, s, k: fn(m, s, k, budget))(mdp, mdp.s0, keys)
       regrets.append(jax.vmap(functools.partial(root_regret, horizon=horizon))(mdp, action=actions))
-    return report.tally(jnp.stack(regrets), valid)
+    return search.tally(jnp.stack(regrets), valid)
 
   return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
                  out_shardings=mesh_lib.replicated(mesh))
 
 
-def unit_tally(config, mesh, env_index: int, budget: int, cache: dict) -> report.Tally:
+def unit_tally(config, mesh, env_index: int, budget: int, cache: dict) -> search.Tally:
   """Sums of one (environment, budget) over all policies, in ``config.policies`` order.
 
   ``cache`` keeps this project's compiled search per environment across budgets.
   """
   ours = [p for p in config.policies if p not in mctx_adapter.MCTX_POLICIES]
   theirs = [p for p in config.policies if p in mctx_adapter.MCTX_POLICIES]
-  ids = report.padded_ids(_num_runs(config, config.envs[env_index]), mesh, mesh_lib)
+  ids = search.padded_ids(_num_runs(config, config.envs[env_index]), mesh)
   b = jnp.asarray(budget, jnp.int32)
   parts = {}
   if ours:
@@ -103,11 +103,11 @@ def unit_tally(config, mesh, env_index: int, budget: int, cache: dict) -> report
     fn = make_unit_fn(config, mesh, env_index, theirs, budget)
     parts.update(zip(theirs, _split(mesh_lib.to_host(fn(ids, b)))))
   cols = [parts[p] for p in config.policies]
-  return report.Tally(cols[0].runs, *(jnp.stack([getattr(c, f) for c in cols]) for f in ("regret", "regret_sq", "wrong")))
+  return search.Tally(cols[0].runs, *(jnp.stack([getattr(c, f) for c in cols]) for f in ("regret", "regret_sq", "wrong")))
 
 
-def _split(t: report.Tally) -> list[report.Tally]:
-  return [report.Tally(t.runs, t.regret[i], t.regret_sq[i], t.wrong[i]) for i in range(len(t.regret))]
+def _split(t: search.Tally) -> list[search.Tally]:
+  return [search.Tally(t.runs, t.regret[i], t.regret_sq[i], t.wrong[i]) for i in range(len(t.regret))]
 
 
 def _num_runs(config, env):
@@ -115,36 +115,19 @@ def _num_runs(config, env):
   return config.num_instances * config.runs_per_instance
 
 
-def schema() -> cs.Schema:
-  constraints = {
-      **common.BASE_CONSTRAINTS,
-      "experiment": cs.OneOf(("varde_mcts",)),
-      "envs": hparams.All((cs.Each(cs.OneOf(mcts_config.ENVS), nonempty=True), cs.Unique())),
-      "policies": hparams.All((cs.Each(cs.OneOf(mcts_config.POLICIES), nonempty=True), cs.Unique())),
-      "budgets": hparams.All((cs.Each(cs.Range(lo=1), nonempty=True), cs.Unique())),
-      "num_instances": cs.Range(lo=1),
-      "runs_per_instance": cs.Range(lo=1),
-  }
-  return cs.Schema(
-      mcts_config.get_config(), constraints, checks=(common.mesh_check,),
-      sections=(cs.Section("search", mcts.MCTSHparams), cs.Section("env", envs_lib.EnvConfig)),
-  )
-
-
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs every (environment, budget) unit; returns ``results.json``'s content."""
   cache: dict = {}
-  return report.run_units(
+  return search.run_units(
       "varde_mcts", config, ctx, list(config.policies),
       lambda e, budget: unit_tally(config, ctx.mesh, e, budget, cache),
       {"budget_unit": "simulations", "metric": "root simple regret V*(s0) - Q*(s0, a_hat)"})
 
 
 EXPERIMENT = Experiment(
-    name="varde_mcts",
+    declaration=mcts_config.SECTIONS,
     get_config=mcts_config.get_config,
-    schema=schema,
     run=run,
-    summary=report.format_table,
-    markdown=report.markdown_table,
+    summary=search_report.format_table,
+    markdown=search_report.markdown_table,
 )

@@ -1,0 +1,99 @@
+"""The run loop shared by ``varde_mcts`` and ``varde_bpi``: units, tallies, keys.
+
+One unit is one (environment, budget): every algorithm runs on every run of
+the environment (random instances x seeds, the run axis sharded over the mesh)
+and the runs are reduced to sums (:class:`Tally`), which are checkpointed
+after each unit. Tables and figures: :mod:`launch.experiments.varde.search_report`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from launch import mesh as mesh_lib
+from launch import metrics
+from launch.experiments.varde import search_report
+
+
+class Tally(NamedTuple):
+  """Sums over runs for one (environment, budget); ``[P]`` per algorithm."""
+
+  runs: np.ndarray  # []
+  regret: np.ndarray  # [P]
+  regret_sq: np.ndarray  # [P]
+  wrong: np.ndarray  # [P]
+
+  @classmethod
+  def zeros(cls, num_algorithms: int) -> "Tally":
+    z = np.zeros((num_algorithms,), np.float32)
+    return cls(np.zeros((), np.float32), z, z.copy(), z.copy())
+
+  def __add__(self, other: "Tally") -> "Tally":  # type: ignore[override]
+    return Tally(*(np.asarray(a, np.float32) + np.asarray(b, np.float32) for a, b in zip(self, other)))
+
+
+def tally(regret, valid, tol: float = 1e-5) -> Tally:
+  """Sums over the valid runs of ``regret [P, R]`` (jax arrays; usable inside jit).
+
+  A run counts as a wrong decision when its regret exceeds ``tol``.
+  """
+  v = valid.astype(jnp.float32)[None, :]
+  return Tally(jnp.sum(valid.astype(jnp.float32)), jnp.sum(regret * v, -1), jnp.sum(regret**2 * v, -1),
+               jnp.sum((regret > tol) * v, -1))
+
+
+def padded_ids(num_runs: int, mesh) -> jax.Array:
+  """Global ``[P]`` int32 run ids ``0..num_runs-1`` padded with -1 to the mesh size, sharded."""
+  padded = mesh_lib.padded_size(num_runs, mesh)
+  ids = np.full((padded,), -1, np.int32)
+  ids[:num_runs] = np.arange(num_runs, dtype=np.int32)
+  return mesh_lib.global_array(ids.shape, mesh_lib.data_sharding(mesh), lambda idx: ids[idx])
+
+
+def instance_key(seed: int, env_index: int, instance: jax.Array) -> jax.Array:
+  """The key that builds random instance ``instance`` of environment ``env_index``."""
+  return jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), env_index), instance)
+
+
+def run_units(experiment: str, config, ctx, names: list, unit_tally: Callable[[int, int], Tally],
+              extra: dict) -> dict:
+  """Runs every (environment, budget) unit in turn; returns ``results.json``'s content.
+
+  The tallies of all units are checkpointed after each one, so a killed run
+  resumes at the next unit and ends with the same integer-valued sums.
+
+  Args:
+    experiment: ``varde_mcts`` or ``varde_bpi``.
+    config: the run's config (``envs``, ``budgets``).
+    ctx: the run's context.
+    names: the algorithms, in tally order.
+    unit_tally: ``(environment index, budget) -> Tally`` of one unit.
+    extra: ``budget_unit`` and ``metric`` for the tables.
+  """
+  units = [(e, b) for e in range(len(config.envs)) for b in config.budgets]
+  initial = {f"{config.envs[e]}_T{b}": Tally.zeros(len(names))._asdict() for e, b in units}
+  done, state, _ = ctx.restore_or(initial)
+  tallies = {k: Tally(**{f: jnp.asarray(x) for f, x in v.items()}) for k, v in state.items()}
+  progress = metrics.Progress(len(units), unit="units", start=done)
+  start = time.perf_counter()
+  for u in range(done, len(units)):
+    e, budget = units[u]
+    env = config.envs[e]
+    key = f"{env}_T{budget}"
+    tallies[key] = tallies[key] + unit_tally(e, budget)
+    t = tallies[key]
+    progress.label = f"[{experiment} {env} T={budget}] "
+    ctx.writer.log(u + 1, budget=budget, runs=float(t.runs),
+                   **{f"regret/{env}/{n}": float(t.regret[i] / max(t.runs, 1)) for i, n in enumerate(names)})
+    progress.update(u + 1)
+    ctx.save(u + 1, {k: v._asdict() for k, v in tallies.items()}, force=u + 1 == len(units))
+  tallies = {k.replace("_T", "/T"): v for k, v in tallies.items()}
+  results = search_report.summarize(experiment, config.envs, config.budgets, names, tallies, extra)
+  results["wall_time_s"] = time.perf_counter() - start
+  search_report.make_figures(results, ctx.writer)
+  return results
