@@ -63,7 +63,7 @@ def test_wrong_type_and_impossible_values_are_named():
     config.varde.taus = (-0.1,)
     config.baselines.rate_scale = "hard"
   msg = _problems(config)
-  assert "'problem'" in msg and "['E1', 'E2', 'E3', 'E4']" in msg
+  assert "'problem'" in msg and "['E1', 'E2', 'E3', 'E4', 'custom']" in msg
   assert "'varde.taus'" in msg and "out of range" in msg
   assert "'baselines.rate_scale'" in msg and "hardness" in msg
   config = _small_config()
