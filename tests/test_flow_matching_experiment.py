@@ -16,10 +16,11 @@ from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import runner
 from launch.configs import flow_matching as fm_config
-from launch.experiments import flow_matching as fm_exp
+from launch.experiments.flow_matching import experiment as fm_exp
+from launch.experiments.flow_matching import training as fm_training
 
 TINY = {"train_steps": 200, "chunk_steps": 100, "reduction_seeds": 0, "stability_fractions": (0.5,),
-        "t_splits": (0.0, 0.7, 1.0), "sampler.steps": 10}
+        "t_split_sweep": (0.0, 0.7, 1.0), "sampler.steps": 10}
 
 
 def _config(tmp_path, **overrides):
@@ -42,7 +43,7 @@ def test_config_errors_are_named():
   config = fm_config.get_config("smoke")
   config.stability_fractions = (0.5, 1.5)
   config.reduction_fractions = (0.0,)
-  config.t_splits = (0.5, 1.2)
+  config.t_split_sweep = (0.5, 1.2)
   config.sampler.t_split = -0.1
   config.train_steps = 0
   config.sampler.steps = 0
@@ -52,7 +53,7 @@ def test_config_errors_are_named():
     runner.validate(config)
   msg = str(e.value)
   assert "'sampler.solver': 'rk4' is not allowed" in msg and "dopri5" in msg
-  for key in ("stability_fractions", "reduction_fractions", "t_splits", "sampler.t_split", "train_steps",
+  for key in ("stability_fractions", "reduction_fractions", "t_split_sweep", "sampler.t_split", "train_steps",
               "sampler.steps", "coarse_t_max"):
     assert f"'{key}'" in msg, key
   config = fm_config.get_config("smoke")
@@ -87,7 +88,7 @@ def test_tfds_builder_split_is_fixed_and_shuffled(tmp_path):
 def _launch(work, data_dir, env):
   cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/flow_matching.py:smoke", f"--workdir={work}",
          "--cpu_devices=2", f"--config.data_dir={data_dir}", "--config.train_steps=200",
-         "--config.chunk_steps=50", "--config.reduction_seeds=0", "--config.t_splits=(0.0,0.7,1.0)",
+         "--config.chunk_steps=50", "--config.reduction_seeds=0", "--config.t_split_sweep=(0.0,0.7,1.0)",
          "--config.sampler.steps=10", "--config.timing_repeats=1", "--config.bootstrap=50"]
   return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -138,7 +139,7 @@ def test_smoke_run_results_stability_and_endpoints(smoke_run):
 
 
 def test_nan_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
-  original = fm_exp.chunk_fn
+  original = fm_training.chunk_fn
   calls = {"n": 0}
 
   def poisoned(net, flow, num_steps, mesh):
@@ -153,7 +154,7 @@ def test_nan_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
 
     return wrapped
 
-  monkeypatch.setattr(fm_exp, "chunk_fn", poisoned)
+  monkeypatch.setattr(fm_training, "chunk_fn", poisoned)
   work = str(tmp_path / "run")
   with pytest.raises(ckpt_lib.NonFiniteError) as e:
     runner.run(_config(tmp_path, **{"classifier.steps": 10, "autoencoder.steps": 10, "large.width": 32,

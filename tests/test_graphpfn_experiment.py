@@ -13,7 +13,6 @@ import numpy as np
 
 from launch import runner
 from launch.configs import graphpfn_prior as prior_config
-from launch.experiments import graphpfn_prior as prior_exp
 from methods import graphpfn
 
 
@@ -42,7 +41,7 @@ def test_graph_matters_statistically():
   not positive beyond 2 standard errors.
   """
   config = prior_config.get_config("smoke")
-  sh, ah = prior_exp.hparams_of(config)
+  sh, ah = prior_config.hparams_of(config)
   # The experiment's probe sampler (same compilation): graph_conv_ratio drawn from (0, 1) per graph.
   hp = dataclasses.replace(ah, graph_conv_ratios=(0.0, config.probe_high_ratio), tasks=("regression",),
                            degree_input_prob=0.0, pagerank_input_prob=0.0, eigvec_input_prob=0.0)

@@ -13,7 +13,6 @@ import pytest
 
 from envs import graphs
 from launch.configs import graphpfn_prior as prior_config
-from launch.experiments import graphpfn_prior as prior_exp
 from methods import graphpfn
 from methods.common import hparams
 from methods.graphpfn import rng
@@ -24,7 +23,7 @@ B = 32  # the smoke preset's batch size: one compilation shared with the experim
 
 @functools.lru_cache(maxsize=None)
 def _hps():
-  return prior_exp.hparams_of(prior_config.get_config("smoke"))
+  return prior_config.hparams_of(prior_config.get_config("smoke"))
 
 
 @functools.lru_cache(maxsize=None)

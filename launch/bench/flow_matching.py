@@ -30,7 +30,7 @@ import numpy as np
 from launch import mesh as mesh_lib
 from launch.bench import flow_matching_torch
 from launch.configs import flow_matching as fm_config
-from launch.experiments import flow_matching_eval
+from launch.experiments.flow_matching import evaluation as fm_evaluation
 from methods import flow_matching as fm
 
 LATENT = (4, 4, 2)
@@ -61,7 +61,7 @@ def run(quick: bool) -> list[dict]:
   steps, t_split = config.sampler.steps, config.sampler.t_split
   mesh = mesh_lib.make_mesh()
   batch = mesh_lib.padded_size(256 if quick else 1024, mesh)
-  fn = flow_matching_eval.sampler_fn(small, large, flow, sampler, mesh)
+  fn = fm_evaluation.sampler_fn(small, large, flow, sampler, mesh)
   ps, pl = _params(small, flow, 0), _params(large, flow, 1)
   sh = mesh_lib.data_sharding(mesh)
   x0 = jax.device_put(jax.random.normal(jax.random.key(2), (batch,) + LATENT), sh)
@@ -69,7 +69,7 @@ def run(quick: bool) -> list[dict]:
   calls = 2 if quick else 5
   t_large = _best(lambda *a: fn(*a)[0], (ps, pl, x0, y, 0.0), calls)
   t_c2f = _best(lambda *a: fn(*a)[0], (ps, pl, x0, y, t_split), calls)
-  flops = {n: flow_matching_eval.forward_flops(c, flow, p, jnp.zeros((batch,) + LATENT), None)
+  flops = {n: fm_evaluation.forward_flops(c, flow, p, jnp.zeros((batch,) + LATENT), None)
            for n, c, p in (("small", small, ps), ("large", large, pl))}
   model = fm.samplers.cost_model(t_split, flops["small"], flops["large"], steps)
   rows = [{

@@ -15,26 +15,55 @@ be overridden, e.g. ``--config.structure.n_nodes_max=512
 --config.attributes.graph_conv_ratios='(0.0,)'``.
 """
 
+import dataclasses
+
 import ml_collections
 
 from launch.configs import common
+from methods import graphpfn
 from methods.common import hparams
-from methods.graphpfn import AttributeConfig, StructureConfig
+
+F = hparams.field
+
+
+@dataclasses.dataclass(frozen=True)
+class Run(hparams.Hyperparameters):
+  """The experiment's own keys (the prior's are the ``structure`` and ``attributes`` sections)."""
+
+  num_graphs: int = F(2048, "Prior samples whose statistics are reported.", low=1)
+  batch_size: int = F(64, "Graphs per jitted call (sharded over the mesh; one checkpoint each).", low=1)
+  probe_graphs: int = F(256, "Samples per arm (in expectation) of the graph-matters probe (0: skip).", low=0)
+  probe_high_ratio: float = F(1.0, "graph_conv_ratio of the probe's graph arm (the other arm: 0).", low=0, high=1,
+                              low_open=True)
+  num_drawings: int = F(6, "Sampled graphs drawn in graphs.png.", low=0, high=24)
+  tfds_examples: int = F(32, "Samples written and read back through the TFDS builder graphpfn_prior (0: none).",
+                         low=0)
+  data_dir: str = F("", "TFDS data dir ('': <workdir>/data).")
+
+  def checks(self):
+    if self.num_drawings > self.num_graphs:
+      yield "num_drawings", f"{self.num_drawings} is more than num_graphs={self.num_graphs}"
+    if self.num_drawings > self.batch_size:
+      yield "num_drawings", f"{self.num_drawings} is more than batch_size={self.batch_size}"
+
+
+SECTIONS = common.declare(
+    "graphpfn_prior",
+    ("", Run),
+    ("structure", graphpfn.StructureConfig),
+    ("attributes", graphpfn.AttributeConfig),
+)
+
+
+def hparams_of(config: ml_collections.ConfigDict) -> tuple[graphpfn.StructureConfig, graphpfn.AttributeConfig]:
+  """The prior's hyperparameters: ``(structure, attributes)``."""
+  return (SECTIONS.build(config, graphpfn.StructureConfig), SECTIONS.build(config, graphpfn.AttributeConfig))
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Config for ``arg`` = ``"<preset>[,probe_graphs=N]"`` (``make demo`` runs ``smoke,probe_graphs=0``)."""
   opts = common.parse_arg(arg, probe_graphs=-1)
-  config = common.base_config("graphpfn_prior", opts.preset)
-  config.num_graphs = 2048  # prior samples whose statistics are reported
-  config.batch_size = 64  # graphs per jitted call (sharded over the mesh); one checkpoint each
-  config.probe_graphs = 256  # samples per arm of the "graph matters" probe
-  config.probe_high_ratio = 1.0  # graph_conv_ratio of the probe's graph arm (the other arm: 0)
-  config.num_drawings = 6  # sampled graphs drawn in graphs.png
-  config.tfds_examples = 32  # samples written with the TFDS builder graphpfn_prior and read back (0: none)
-  config.data_dir = ""  # TFDS data dir ("": <workdir>/data)
-  config.structure = ml_collections.ConfigDict(hparams.to_config(StructureConfig))
-  config.attributes = ml_collections.ConfigDict(hparams.to_config(AttributeConfig))
+  config = SECTIONS.defaults(opts.preset)
 
   if opts.preset in ("smoke", "cpu"):
     # Laptop sizes: smaller graphs, degrees and SCM widths than the paper's (the same distributions' shapes).

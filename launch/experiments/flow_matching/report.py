@@ -112,6 +112,7 @@ def markdown(results: dict) -> str:
 
 def make_figures(results, samples, data, rc, writer, large0, small0) -> None:
   """``sample_grid.png`` (identical noise across models), ``t_split_curves.png``, ``data_reduction.png``."""
+  # matplotlib is heavy; it is imported only when figures are written.
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")

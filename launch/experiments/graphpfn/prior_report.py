@@ -106,6 +106,7 @@ def markdown_table(results: dict) -> str:
 
 def make_figures(results: dict, tallies, drawings, writer) -> None:
   """``statistics.png`` (histograms) and ``graphs.png`` (drawings coloured by label)."""
+  # matplotlib (and networkx for the drawings) are heavy; they are imported only when figures are written.
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")

@@ -26,29 +26,14 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from launch import config_schema as cs
+from datasets.graphs import prior_builder
 from launch import mesh as mesh_lib
 from launch import metrics
-from launch.configs import common
 from launch.configs import graphpfn_prior as prior_config
-from launch.experiments import graphpfn_prior_report as report
+from launch.experiments.graphpfn import prior_report as report
 from launch.runtime import Context, Experiment
 from methods import graphpfn
-from methods.common import hparams
 from methods.graphpfn import statistics as stats_lib
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig(hparams.Hyperparameters):
-  """Launcher-only keys of the experiment."""
-
-  num_graphs: int = hparams.field(2048, "Prior samples whose statistics are reported.", low=1)
-  batch_size: int = hparams.field(64, "Graphs per jitted call (one checkpoint each).", low=1)
-  probe_graphs: int = hparams.field(256, "Samples per arm (in expectation) of the graph-matters probe (0: skip).", low=0)
-  probe_high_ratio: float = hparams.field(1.0, "graph_conv_ratio of the probe's graph arm.", low=0, high=1, low_open=True)
-  num_drawings: int = hparams.field(6, "Sampled graphs drawn in graphs.png.", low=0, high=24)
-  tfds_examples: int = hparams.field(32, "Samples written and read back through the TFDS builder.", low=0)
-  data_dir: str = hparams.field("", "TFDS data dir ('': <workdir>/data).")
 
 
 class Tallies(NamedTuple):
@@ -62,11 +47,6 @@ PARAM_FIELDS = (
     [f"structure.{f}" for f in graphpfn.StructureParams._fields]
     + [f"attributes.{f}" for f in graphpfn.AttributeParams._fields if f != "activation"]
 )
-
-
-def hparams_of(config: ml_collections.ConfigDict):
-  return (hparams.from_config(graphpfn.StructureConfig, config.structure),
-          hparams.from_config(graphpfn.AttributeConfig, config.attributes))
 
 
 def _sampler(structure_hp, attribute_hp, mesh, with_probe=False):
@@ -170,8 +150,6 @@ def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
   """Writes the first ``tfds_examples`` samples through the TFDS builder and reads them back."""
   if config.tfds_examples == 0:
     return {}
-  from datasets.graphs import prior_builder  # pylint: disable=g-import-not-at-top
-
   data_dir = config.data_dir or os.path.join(ctx.workdir, "data")
   manual = os.path.join(data_dir, "staged")
   fn = _sampler(structure_hp, attribute_hp, ctx.mesh)
@@ -196,7 +174,7 @@ def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Samples, probes, writes TFDS examples; returns ``results.json``'s content."""
   start = time.perf_counter()
-  structure_hp, attribute_hp = hparams_of(config)
+  structure_hp, attribute_hp = prior_config.hparams_of(config)
   tallies, sample_time = sample_batches(config, ctx, structure_hp, attribute_hp)
   probes = probe_arms(config, ctx, structure_hp, attribute_hp)
   tfds_info = write_tfds(config, ctx, structure_hp, attribute_hp)
@@ -214,28 +192,9 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   return results
 
 
-def schema() -> cs.Schema:
-  constraints = {**common.BASE_CONSTRAINTS, "experiment": cs.OneOf(("graphpfn_prior",))}
-
-  def checks(config):
-    if config.num_drawings > config.num_graphs:
-      yield "num_drawings", f"{config.num_drawings} is more than num_graphs={config.num_graphs}"
-    if config.num_drawings > config.batch_size:
-      yield "num_drawings", f"{config.num_drawings} is more than batch_size={config.batch_size}"
-
-  return cs.Schema(
-      prior_config.get_config(),
-      constraints,
-      checks=(common.mesh_check, lambda c: list(checks(c))),
-      sections=(cs.Section("", RunConfig), cs.Section("structure", graphpfn.StructureConfig),
-                cs.Section("attributes", graphpfn.AttributeConfig)),
-  )
-
-
 EXPERIMENT = Experiment(
-    name="graphpfn_prior",
+    declaration=prior_config.SECTIONS,
     get_config=prior_config.get_config,
-    schema=schema,
     run=run,
     summary=report.format_table,
     markdown=report.markdown_table,
