@@ -5,7 +5,7 @@ Each example is one attributed graph with a node task: ``senders``/``receivers``
 ``y`` (``[N]`` float32: a standardised value or a class id), ``train_mask``
 (``[N]`` bool), ``task`` (0 regression, 1 binary, 2 multiclass) and
 ``num_classes``. The sampler (``methods.graphpfn``, run by
-``launch/experiments/graphpfn_prior.py``) stages examples as
+``launch/experiments/graphpfn/prior.py``) stages examples as
 ``<manual_dir>/shard_<k>.npz`` (:func:`stage`); :func:`prepare` builds the
 array_record files and :func:`data_source` reads them back by index
 (``builder.as_data_source``; no TensorFlow needed), e.g. for a training
@@ -30,7 +30,7 @@ class GraphpfnPrior(tfds.core.GeneratorBasedBuilder):
   VERSION = tfds.core.Version("1.0.0")
   RELEASE_NOTES = {"1.0.0": "Padding removed; one example per graph."}
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
-      "Generated, not downloaded: launch/experiments/graphpfn_prior.py stages "
+      "Generated, not downloaded: launch/experiments/graphpfn/prior.py stages "
       "<manual_dir>/shard_<k>.npz (datasets.graphs.prior_builder.stage)."
   )
 
