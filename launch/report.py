@@ -17,6 +17,10 @@ that run's ``results.json`` with the experiment's Markdown table, the figures
 copied into ``docs/figures``, and a "Produced by" line that gives the command,
 the commit and the config hash of the run (from its ``provenance.json``).
 
+A block named ``NAME.headline`` holds the experiment's short headline table
+(``Experiment.headline``) of the same run as block ``NAME``, without figures:
+the README shows these, the method's docs page the full block.
+
 ``--check`` reads every block's "Produced by" line and lists the blocks whose
 code -- the project modules the experiment imports, directly or not -- differs
 between that commit and the working tree, and the blocks made from uncommitted
@@ -65,6 +69,7 @@ REPORTS = {
 # Blocks written from a `launch.bench` output directory (``--bench``).
 BENCH_BLOCKS = ("bench", "bench_gpu")
 BENCH_MODULE = "launch.bench.__main__"
+HEADLINE = ".headline"
 DOCS = "docs"
 FIGURES = os.path.join(DOCS, "figures")
 
@@ -147,8 +152,9 @@ def _read_json(path: str) -> Optional[dict]:
     return json.load(f)
 
 
-def experiment_body(name: str, workdir: str, results: dict, prov: Optional[dict]) -> Callable[[str], str]:
-  """``path -> block body`` for experiment block ``name`` (figure links relative to ``path``)."""
+def experiment_body(name: str, workdir: str, results: dict,
+                    prov: Optional[dict]) -> tuple[Callable[[str], str], Callable[[str], str]]:
+  """``path -> body`` of block ``name`` (figure links relative to ``path``) and of ``name.headline``."""
   experiment_name, arg, figures = REPORTS[name]
   os.makedirs(FIGURES, exist_ok=True)
   copied = []
@@ -159,20 +165,26 @@ def experiment_body(name: str, workdir: str, results: dict, prov: Optional[dict]
       shutil.copyfile(src, dst)
       copied.append((fig, dst))
   command = f"python -m launch.main --config=launch/configs/{experiment_name}.py:{arg} --workdir=runs/{name}"
-  table = registry.get(experiment_name).to_markdown(results)
+  experiment = registry.get(experiment_name)
+  table = experiment.to_markdown(results)
+  headline = experiment.to_headline(results)
 
   def body(path: str) -> str:
     links = [f"![{name} {fig}]({os.path.relpath(dst, os.path.dirname(path) or '.')})" for fig, dst in copied]
     return table + "\n" + produced_by(command, prov, name) + "\n\n" + "\n".join(links)
 
-  return body
+  def short(path: str) -> str:
+    del path
+    return headline + "\n" + produced_by(command, prov, name)
+
+  return body, short
 
 
 def closure_of(name: str, root: str = ".") -> list[str]:
   """The files whose change makes block ``name`` stale."""
   if name in BENCH_BLOCKS:
     return provenance.import_closure([BENCH_MODULE], root)
-  experiment = REPORTS[name][0]
+  experiment = REPORTS[name.removesuffix(HEADLINE)][0]
   return provenance.import_closure([registry.MODULES[experiment], f"launch.configs.{experiment}"], root)
 
 
@@ -185,7 +197,7 @@ def check(root: str = ".") -> list[dict]:
     for name, body in blocks(text):
       rec = {"block": name, "file": path, "status": "stale", "detail": ""}
       marked, made = _STALE.search(body), _PRODUCED.search(body)
-      if name not in REPORTS and name not in BENCH_BLOCKS:
+      if name.removesuffix(HEADLINE) not in REPORTS and name not in BENCH_BLOCKS:
         rec["detail"] = "no experiment in launch.report.REPORTS makes this block"
       elif marked:
         rec.update(status="marked", detail=f"since {marked['date']}: {marked['reason']}")
@@ -230,7 +242,7 @@ def main(argv):
     sys.exit(1 if stale else 0)
   distributed.setup(cpu_devices=FLAGS.cpu_devices)
   selected = [n for n in REPORTS if not FLAGS.only or n in FLAGS.only]
-  missing = [n for n in selected if not _holders(n, files)]  # fails here, before any run
+  missing = [n for n in selected if not _holders(n, files) and not _holders(n + HEADLINE, files)]  # before any run
   if missing:
     raise app.UsageError(f"no file of {files} holds the blocks {missing}")
   for name in selected:
@@ -241,9 +253,11 @@ def main(argv):
     results = _read_json(os.path.join(workdir, "results.json"))
     if results is None:
       raise app.UsageError(f"{workdir} has no results.json; run it with --run")
-    body = experiment_body(name, workdir, results, _read_json(os.path.join(workdir, "provenance.json")))
+    body, short = experiment_body(name, workdir, results, _read_json(os.path.join(workdir, "provenance.json")))
     for path in _holders(name, files):
       _update(path, name, body)
+    for path in _holders(name + HEADLINE, files):
+      _update(path, name + HEADLINE, short)
   if FLAGS.bench:
     for path in _holders(FLAGS.bench_block, files):
       _update(path, FLAGS.bench_block, _bench_body(FLAGS.bench, FLAGS.bench_block))

@@ -38,6 +38,8 @@ class Experiment:
       the docs (default: ``summary`` in a code block).
     checks: the checks that need more than the config (the data a task
       reads, the problem it builds); run after the declared ones.
+    headline: ``results -> str``, the short Markdown table that carries the
+      paper's claim, for the README (default: ``markdown``).
   """
 
   declaration: Declaration
@@ -46,6 +48,7 @@ class Experiment:
   summary: Callable[[dict], str]
   markdown: Optional[Callable[[dict], str]] = None
   checks: Sequence[Check] = ()
+  headline: Optional[Callable[[dict], str]] = None
 
   @property
   def name(self) -> str:
@@ -54,6 +57,9 @@ class Experiment:
   def schema(self) -> config_schema.Schema:
     """Every key's type, range and choices, and every check, derived from the declaration."""
     return self.declaration.schema(self.get_config(), self.checks)
+
+  def to_headline(self, results: dict) -> str:
+    return self.headline(results) if self.headline is not None else self.to_markdown(results)
 
   def to_markdown(self, results: dict) -> str:
     if self.markdown is not None:
