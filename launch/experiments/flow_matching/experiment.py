@@ -52,4 +52,4 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
 
 
 EXPERIMENT = Experiment(declaration=fm_config.SECTIONS, get_config=fm_config.get_config, run=run,
-                        summary=report.format_tables, markdown=report.markdown)
+                        summary=report.format_tables, markdown=report.markdown, headline=report.headline)

@@ -171,3 +171,10 @@ def make_figures(results, samples, data, rc, writer, large0, small0) -> None:
     ax.legend(fontsize=7)
     fig.tight_layout()
     writer.save_figure(fig, "data_reduction")
+
+
+def headline(results: dict) -> str:
+  """The README's table: coarse-to-fine sampling, its quality and speedup per split."""
+  lines = ["| " + " | ".join(HEADERS["c2f"]) + " |", "|" + "---|" * len(HEADERS["c2f"])]
+  lines += ["| " + " | ".join(r) + " |" for r in _rows_c2f(results)]
+  return "\n".join(lines) + "\n\n" + c2f_note(results) + "\n"

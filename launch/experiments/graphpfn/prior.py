@@ -198,4 +198,5 @@ EXPERIMENT = Experiment(
     run=run,
     summary=report.format_table,
     markdown=report.markdown_table,
+    headline=report.headline_table,
 )

@@ -144,3 +144,12 @@ def make_figures(results: dict, tallies, drawings, writer) -> None:
       ax.axis("off")
     fig.tight_layout()
     writer.save_figure(fig, "graphs")
+
+
+def headline_table(results: dict) -> str:
+  """The README's table: the prior's statistics (mean and 90% range)."""
+  out = [f"**{results['num_graphs']:,} prior samples** (`{results['preset']}` preset).\n",
+         "| statistic | mean | q05 | q95 |", "|---|---:|---:|---:|"]
+  for k, s in _rows(results):
+    out.append(f"| {k} | {s['mean']:.3f} | {s['q05']:.3f} | {s['q95']:.3f} |")
+  return "\n".join(out) + "\n"

@@ -207,4 +207,5 @@ EXPERIMENT = Experiment(
     run=run,
     summary=reg_report.format_table,
     markdown=reg_report.markdown_table,
+    headline=reg_report.headline_table,
 )

@@ -148,3 +148,14 @@ def make_figures(results: dict, writer) -> None:
   fig.legend(handles, labels, loc="lower center", ncol=min(len(algs), 5), fontsize=8, bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(algs) > 5)))
   fig.tight_layout(rect=(0, 0.06, 1, 1))
   writer.save_figure(fig, "learning_curves")
+
+
+def headline_table(results: dict) -> str:
+  """The README's table: every algorithm's normalised score averaged over the datasets."""
+  algs = results["algorithms"]
+  best = max(results["average"][a]["mean"] for a in algs)
+  cells = [f"**{_cell(results['average'][a])}**" if results["average"][a]["mean"] == best
+           else _cell(results["average"][a]) for a in algs]
+  return (f"Normalised score averaged over {len(results['datasets'])} datasets, mean ± s.e. over "
+          f"{results['num_seeds']} seeds after {results['num_updates']:,} updates.\n\n"
+          "| " + " | ".join(f"`{a}`" for a in algs) + " |\n|" + "---:|" * len(algs) + "\n| " + " | ".join(cells) + " |\n")

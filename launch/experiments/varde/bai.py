@@ -118,4 +118,5 @@ EXPERIMENT = Experiment(
     run=run,
     summary=bai_report.format_table,
     markdown=bai_report.markdown_table,
+    headline=bai_report.headline_table,
 )

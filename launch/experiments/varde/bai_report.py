@@ -164,3 +164,20 @@ def make_figures(results: dict, writer) -> None:
   axes[0][0].set_ylabel("share of pulls (mean over seeds)")
   axes[0][0].legend(fontsize=7)
   writer.save_figure(fig, "allocation_shares")
+
+
+def headline_table(results: dict) -> str:
+  """The README's table: the first paper budget, the reference's rank, the five best others and uniform."""
+  budget, runs, rows = next(_tables(results))
+  ref = results["reference"]
+  rank = [r[0] for r in rows].index(ref) + 1
+  keep = [r for r in rows if r[0] != ref][:5]
+  keep = sorted(keep + [r for r in rows if r[0] == ref or (r[0] == "uniform" and r not in keep)],
+                key=lambda r: r[1])
+  out = [f"**{results['problem']}, T = {budget}**, {runs:,} seeds: `{ref}` ranks {rank} of {len(rows)} "
+         "(error %; paired difference and z against it).\n",
+         "| algorithm | error % | diff (pp) | z |", "|---|---:|---:|---:|"]
+  for name, p, _, cmp in keep:
+    tail = "| |" if cmp is None else f"{cmp[0]:+.2f} | {cmp[2]:+.1f} |"
+    out.append(f"| `{name}` | {p:.2f} | {tail}")
+  return "\n".join(out) + "\n"

@@ -107,5 +107,6 @@ EXPERIMENT = Experiment(
     run=run,
     summary=search_report.format_table,
     markdown=search_report.markdown_table,
+    headline=search_report.headline_table,
     checks=(_data_checks,),
 )

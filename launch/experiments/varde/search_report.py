@@ -107,3 +107,9 @@ def make_figures(results: dict, writer) -> None:
     axes[0][0].set_ylabel(f"{ylabel} (+- s.e.)")
     axes[0][0].legend(fontsize=7)
     writer.save_figure(fig, f"{metric}_vs_budget")
+
+
+def headline_table(results: dict) -> str:
+  """The README's table: the first environment of the full table."""
+  full = markdown_table(results)
+  return full.split("\n\n**", 1)[0].rstrip() + "\n"
