@@ -33,8 +33,8 @@ from scipy import optimize
 from launch import mesh as mesh_lib
 from launch import runner
 from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc as smc_exp
-from launch.experiments import model_smc_tasks as tasks
+from launch.experiments.model_smc import experiment as smc_exp
+from launch.experiments.model_smc import tasks
 from methods.model_smc import expr as ex
 from methods.model_smc import interpret
 from methods.model_smc import structure as st
@@ -150,7 +150,7 @@ def _fit_rate(quick: bool) -> dict:
   structures = [st.from_equations({"hare": "a*hare - b*hare*lynx", "lynx": "c*hare*lynx - d*lynx"}, lib)]
   seen = {structures[0]}
   while len(structures) < n_jax + 1:
-    m = st.sample_prior(rng, len(lib), len(lib.states), p_include=0.3, max_terms=config.smc.max_terms)
+    m = st.sample_prior(rng, len(lib), len(lib.states), p_include=0.3, max_terms=config.prior.max_terms)
     if m not in seen and m.num_terms() > 0:
       seen.add(m)
       structures.append(m)
