@@ -5,7 +5,7 @@ Rows:
    (BFGS restarts run to a convergence test, Newton polishing and the
    Laplace evidence, vmapped over a batch of different structures and
    sharded over the CPU devices; the fit whose optima the fit-quality panel
-   ``launch.experiments.model_smc_fit_panel`` checks against SciPy) against
+   ``launch.experiments.model_smc.fit_panel`` checks against SciPy) against
    sequential ``scipy.optimize.minimize`` (L-BFGS-B, finite-difference
    gradients, as many starts as the project's restarts, drawn the same way)
    of the same objective written in NumPy (same RK4, likelihood and priors),

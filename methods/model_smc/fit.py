@@ -30,9 +30,9 @@ Optimisers (``FitConfig.optimizer``):
   updated), so a structure's result does not depend on its batch. With
   ``keep < restarts`` only the ``keep`` restarts with the lowest objective
   after ``screen_iters`` iterations are continued.
-* ``adam``: the earlier fixed budget of ``steps`` Adam steps (cosine-decayed
-  step) in one ``lax.scan``; on badly conditioned structures it stopped tens
-  to a thousand nats short of the optimum.
+* ``adam``: a fixed budget of ``steps`` Adam steps (cosine-decayed step) in
+  one ``lax.scan``; on badly conditioned structures it stops tens to a
+  thousand nats short of the optimum.
 
 ``jax.vmap(fit_structure, (0, 0, None))`` fits a batch of *different*
 structures with one compiled function (see :func:`make_batch_fit`).
