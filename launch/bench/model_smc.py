@@ -145,12 +145,13 @@ def _fit_rate(quick: bool) -> dict:
   lib = st.Library(task.states, tasks.library_of(config, task.states))
   mesh = mesh_lib.make_mesh()
   evaluator = smc_exp.make_evaluator(config, task, lib, mesh)
+  prior = smc_config.SECTIONS.build(config, st.PriorConfig)
   rng = np.random.default_rng(0)
   n_jax = evaluator.batch_size * (1 if quick else 4)
   structures = [st.from_equations({"hare": "a*hare - b*hare*lynx", "lynx": "c*hare*lynx - d*lynx"}, lib)]
   seen = {structures[0]}
   while len(structures) < n_jax + 1:
-    m = st.sample_prior(rng, len(lib), len(lib.states), p_include=0.3, max_terms=config.prior.max_terms)
+    m = st.sample_prior(rng, len(lib), len(lib.states), p_include=0.3, max_terms=prior.max_terms)
     if m not in seen and m.num_terms() > 0:
       seen.add(m)
       structures.append(m)

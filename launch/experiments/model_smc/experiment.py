@@ -69,7 +69,7 @@ def _csv_checks(config):
                     reverse=True)
   except ex.UnsafeExpression:
     return  # named per body below
-  max_terms = config.prior.max_terms
+  max_terms = smc_config.SECTIONS.build(config, st.PriorConfig).max_terms
   largest = len(states) * sum(counts[:max_terms]) + len(d.states)
   largest += len(states) if config.problem.init == "fit" else 0
   seen = int(np.isfinite(d.y[:config.num_fit]).sum())
