@@ -13,7 +13,7 @@ import pytest
 from launch import checkpoint as ckpt_lib
 from launch import config_schema as cs
 from launch.configs import common
-from launch.experiments import model_smc_sampler
+from launch.experiments.model_smc import sampler as model_smc_sampler
 from methods.common import hparams
 
 F = hparams.field

@@ -8,7 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from launch.experiments import model_smc_calibration as cal
+from launch.configs.model_smc_calibration import RunConfig
+from launch.experiments.model_smc import calibration as cal
+from methods.model_smc import fit as fit_lib
 from methods.model_smc import posterior as post
 
 NUM_DATASETS = 48
@@ -17,11 +19,11 @@ NUM_DATASETS = 48
 @pytest.fixture(scope="module")
 def study():
   """The damped oscillator's true structure fitted to 48 simulated datasets; both methods' intervals."""
-  rc = cal.RunConfig(systems=("damped_oscillator",), num_datasets=NUM_DATASETS, model_preset="smoke")
+  rc = RunConfig(systems=("damped_oscillator",), num_datasets=NUM_DATASETS, model_preset="smoke")
   hp = post.PosteriorConfig(num_chains=2, num_warmup=150, num_samples=300)
   su = cal.setup_system("damped_oscillator", rc, seed=0)
   fn = post.make_batch_intervals(su.model, su.fit_config, hp, rc.levels)
-  fits = jax.tree.map(np.asarray, cal.fit_lib.make_batch_fit(su.model, su.fit_config)(su.signs, su.fit_keys, su.data))
+  fits = jax.tree.map(np.asarray, fit_lib.make_batch_fit(su.model, su.fit_config)(su.signs, su.fit_keys, su.data))
   out = jax.tree.map(np.asarray, fn(su.mala_keys, su.signs, su.data, fits))
   return rc, hp, su, fn, fits, out
 
@@ -115,7 +117,7 @@ def test_intervals_are_deterministic(study):
 
 def test_laplace_interval_is_the_gaussian_one():
   """Laplace intervals: phi* +- z sd with sd^2 = diag H^-1, exp-mapped for log coordinates."""
-  rc = cal.RunConfig(systems=("damped_oscillator",), num_datasets=2, model_preset="smoke")
+  rc = RunConfig(systems=("damped_oscillator",), num_datasets=2, model_preset="smoke")
   su = cal.setup_system("damped_oscillator", rc, seed=1)
   d = su.model.dim
   phi = jnp.linspace(-1.0, 1.0, d).astype(jnp.float32)

@@ -1,4 +1,5 @@
-"""The user's own data: task=csv, its named errors before any fit, and the NumPy entry point."""
+"""The user's own data: the CSV reader (``datasets.timeseries``), task=csv, its named errors before any fit,
+and the NumPy entry point (``launch.experiments.model_smc.discover``)."""
 
 import json
 import os
@@ -6,11 +7,14 @@ import os
 import numpy as np
 import pytest
 
+from datasets import timeseries
+from envs import ode_systems
 from launch import config_schema
 from launch import runner
 from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc_csv as csv
-from launch.experiments import model_smc_tasks as tasks
+from launch.experiments.model_smc import discover
+from launch.experiments.model_smc import tasks
+from methods.model_smc import structure as st
 
 GOOD = "time,position,velocity\n" + "".join(f"{0.5 * i:g},{np.cos(0.5 * i):.4f},{-np.sin(0.5 * i):.4f}\n"
                                             for i in range(12))
@@ -30,10 +34,10 @@ def _config(path, **overrides):
 
 def test_the_shipped_example_is_the_simulators_output(tmp_path):
   fresh = tmp_path / "oscillator.csv"
-  csv.write_example(str(fresh))
-  with open(csv.EXAMPLE) as f:
+  discover.write_example(str(fresh))
+  with open(discover.EXAMPLE) as f:
     assert f.read() == fresh.read_text()
-  d = csv.read_csv(csv.EXAMPLE)
+  d = timeseries.read_csv(discover.EXAMPLE)
   assert d.states == ("position", "velocity") and d.y.shape == (24, 2) and d.dt == 0.5
   assert np.isnan(d.y[5, 0]) and np.isnan(d.y[11, 1]) and (d.y[np.isfinite(d.y)] < 0).any()
 
@@ -41,12 +45,12 @@ def test_the_shipped_example_is_the_simulators_output(tmp_path):
 def test_reading_missing_cells_gaps_and_overrides(tmp_path):
   path = tmp_path / "d.csv"
   path.write_text("x,t,y,z\n1,0,NA,5\n2,1,,6\n3,3,4,7\n4,4,1,8\n5,5,2,9\n6,6,3,10\n")
-  d = csv.read_csv(str(path), time_column="t", states=("z", "x"))
+  d = timeseries.read_csv(str(path), time_column="t", states=("z", "x"))
   assert d.states == ("z", "x") and d.time_name == "t" and d.y.shape == (7, 2)
   np.testing.assert_array_equal(d.times, np.arange(7))
   assert np.isnan(d.y[2]).all() and d.y[3, 1] == 3  # t = 2 is a missing row
   config = _config(path, **{"data.time_column": "t", "data.states": ("x", "y"), "data.latent": ("h",),
-                            "data.latent_x0": (0.5,), "num_fit": 5, "smc.max_terms": 1,
+                            "data.latent_x0": (0.5,), "num_fit": 5, "prior.max_terms": 1,
                             "problem.init": "fixed", "library": ("a*x", "a*h")})
   runner.validate(config)
   task = tasks.build(config)
@@ -81,10 +85,11 @@ def test_bad_files_fail_before_any_fit_naming_the_problem(tmp_path, text, overri
 
 
 def test_entry_point_on_numpy_arrays(tmp_path):
-  d = csv.read_csv(csv.EXAMPLE)
-  results = csv.discover(d.y, d.times, states=("x", "v"), workdir=str(tmp_path / "run"), extra_terms=("a*x^3",),
-                         overrides={"library": ("a*x", "a*v"), "smc.num_particles": 8, "fit.steps": 40,
-                                    "predictive.num_samples": 32, "baselines": ("sindy",)})
+  d = timeseries.read_csv(discover.EXAMPLE)
+  results = discover.discover(d.y, d.times, states=("x", "v"), workdir=str(tmp_path / "run"),
+                              extra_terms=("a*x^3",),
+                              overrides={"library": ("a*x", "a*v"), "tempering.num_particles": 8, "fit.steps": 40,
+                                         "predictive.num_samples": 32, "baselines": ("sindy",)})
   with open(tmp_path / "run" / "results.json") as f:
     on_disk = json.load(f)
   assert on_disk["task"] == "csv" and on_disk["init_scale"] == "real" and on_disk["rows"]["fit"] == 18
@@ -110,9 +115,6 @@ def _sim_config(**sim):
 
 
 def test_a_system_from_text_equations():
-  from envs import ode_systems  # pylint: disable=g-import-not-at-top
-  from methods.model_smc import structure as st  # pylint: disable=g-import-not-at-top
-
   config = _sim_config()
   runner.validate(config)
   task = tasks.build(config)

@@ -14,45 +14,42 @@ import jax
 import numpy as np
 import pytest
 
-from launch import mesh as mesh_lib
-from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc as smc_exp
-from launch.experiments import model_smc_tasks as tasks
+import model_smc_problems as tp
 from methods.model_smc import evidence as ev
 from methods.model_smc import fit as fit_lib
 from methods.model_smc import grammar
 from methods.model_smc import smc
 from methods.model_smc import structure as st
+from methods.model_smc.evaluator import Evaluator
 
 
 @pytest.fixture(scope="module")
 def exact_setup():
-  config = smc_config.get_config("smoke,task=exact")
-  task = tasks.build(config)
-  lib = st.Library(task.states, config.library)
-  evaluator = smc_exp.make_evaluator(config, task, lib, mesh_lib.make_mesh(1))
-  space = st.enumerate_space(len(lib), len(lib.states), config.smc.max_terms)
+  problem = tp.oscillator()
+  lib = problem.library
+  evaluator = tp.evaluator(problem)
+  space = st.enumerate_space(len(lib), len(lib.states), problem.prior.max_terms)
   log_z = evaluator.evaluate(space)
-  return config, task, lib, evaluator, space, log_z
+  return problem, lib, evaluator, space, log_z
 
 
 @pytest.mark.slow
 def test_smc_frequencies_match_brute_force(exact_setup):
-  config, _, lib, evaluator, space, log_z = exact_setup
-  p_include, max_terms = config.smc.p_include, config.smc.max_terms
-  lp = np.array([st.log_prior(m, len(lib), p_include=p_include, max_terms=max_terms) for m in space])
+  problem, lib, evaluator, space, log_z = exact_setup
+  prior = problem.prior
+  lp = np.array([prior.log_prior(m, len(lib)) for m in space])
   joint = lp + log_z
   log_norm = float(np.logaddexp.reduce(joint))
   exact = np.exp(joint - log_norm)
   assert exact.max() < 0.95, "the check needs a posterior spread over several structures"
   fits_before = evaluator.num_fits
-  g = grammar.GrammarProposal(lib, max_terms=max_terms)
-  cfg = smc.SMCConfig(num_particles=100, mcmc_steps=2, p_include=p_include, max_terms=max_terms)
+  g = grammar.GrammarProposal(lib, max_terms=prior.max_terms)
+  tempering = smc.TemperingConfig(num_particles=100, mcmc_steps=2)
   index = {evaluator.key(m): i for i, m in enumerate(space)}
   reps = 16
   freqs, norms, betas = np.zeros((reps, len(space))), np.zeros(reps), []
   for r in range(reps):
-    final = smc.run(jax.random.key(100 + r), evaluator, g, cfg)
+    final = smc.run(jax.random.key(100 + r), evaluator, g, prior=prior, tempering=tempering, final=smc.FinalConfig())
     betas.append(final.beta)
     for k, v in smc.run_mass(final, evaluator.key).items():
       freqs[r, index[k]] = v
@@ -71,15 +68,15 @@ def test_smc_frequencies_match_brute_force(exact_setup):
 
 def test_fit_evidence_is_the_laplace_of_the_log_joint(exact_setup):
   """The batched fit's Laplace value equals evidence.laplace at its optimum."""
-  config, task, lib, evaluator, space, log_z = exact_setup
+  problem, lib, evaluator, space, log_z = exact_setup
   model = evaluator.model()
   cfg = evaluator.cfg
 
   @jax.jit
   def laplace_value(phi, signs):
     mask = model.layout.active_mask(signs)
-    log_joint = lambda p: (model.log_likelihood(p, signs, task.data, lo=0, hi=cfg.num_fit)  # noqa: E731
-                           + model.log_prior(p, signs, task.data))
+    log_joint = lambda p: (model.log_likelihood(p, signs, problem.data, lo=0, hi=cfg.num_fit)  # noqa: E731
+                           + model.log_prior(p, signs, problem.data))
     return ev.laplace(log_joint, phi, mask).log_evidence
 
   checked = 0
@@ -90,17 +87,15 @@ def test_fit_evidence_is_the_laplace_of_the_log_joint(exact_setup):
     np.testing.assert_allclose(float(value), rec.log_evidence, rtol=1e-4, atol=5e-3)
     checked += 1
   assert checked == 3
-  del config
 
 
 def test_batched_fit_compiles_once(exact_setup, monkeypatch):
   """New batches of structures reuse one compiled fit (no retracing)."""
-  config, task, lib, _, space, _ = exact_setup
+  problem, lib, _, space, _ = exact_setup
   chex.clear_trace_counter()
   monkeypatch.setattr(fit_lib, "fit_structure", chex.assert_max_traces(fit_lib.fit_structure, n=1))
-  spec_cfg = fit_lib.FitConfig(num_fit=config.num_fit, evidence="bic", restarts=1, steps=5, newton_steps=0)
-  from methods.model_smc.evaluator import Evaluator  # pylint: disable=g-import-not-at-top
-  evaluator = Evaluator(lib, task.spec, spec_cfg, task.data, batch_size=8)
+  spec_cfg = fit_lib.FitConfig(num_fit=problem.num_fit, evidence="bic", restarts=1, steps=5, newton_steps=0)
+  evaluator = Evaluator(lib, problem.spec, spec_cfg, problem.data, batch_size=8)
   out = evaluator.evaluate(space[:30])
   chex.assert_shape(out, (30,))
   assert evaluator.num_batches == 4 and evaluator.num_fits == 30

@@ -10,7 +10,7 @@ from datasets import population
 from launch import config_schema
 from launch import runner
 from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc_report
+from launch.experiments.model_smc import report as model_smc_report
 from methods.model_smc import smc
 
 
@@ -27,9 +27,19 @@ def _config(arg="smoke,task=pelts", **overrides):
 
 
 @pytest.mark.parametrize("overrides,words", [
-    ({"smc.num_particle": 3}, "unknown key 'smc.num_particle'; did you mean 'num_particles'"),
-    ({"smc.num_particles": "64"}, "'smc.num_particles' = '64' has type str"),
-    ({"smc.target_ess": 1.5}, "'smc.target_ess'"),
+    ({"tempering.num_particle": 3}, "unknown key 'tempering.num_particle'; did you mean 'num_particles'"),
+    ({"tempering.num_particles": "64"}, "'tempering.num_particles' = '64' has type str"),
+    ({"tempering.target_ess": 1.5}, "'tempering.target_ess'"),
+    ({"prior.move_probs": (0.5, 0.5)}, "'prior.move_probs'"),
+    ({"reference.resample_threshold": 0.0}, "'reference.resample_threshold'"),
+    ({"tempering.num_runs": 0}, "'tempering.num_runs'"),
+    ({"tempering.candidate_prob": 0.95}, "'tempering.candidate_prob': candidate_prob + the final phase's prior_prob"),
+    ({"final.elite_prob": 1.0}, "'final.elite_prob'"),
+    ({"final.num_elites": 1}, "'final.num_elites'"),
+    ({"final.moves": -1.0}, "'final.moves'"),
+    ({"final.max_sweeps": 0}, "'final.max_sweeps'"),
+    ({"final.local_search_steps": 0}, "'final.local_search_steps'"),
+    ({"final.prior_prob": 0.9}, "'final.prior_prob'"),
     ({"fit.evidence": "waic"}, "allowed values: ['laplace', 'bic', 'heldout']"),
     ({"library": ("a*hare", "__import__('os')")}, "library[1]"),
     ({"library": ("a*hare", "a*hare^lynx")}, "exponent must be"),
@@ -162,7 +172,7 @@ def test_mala_parameter_intervals_are_a_config_choice(tmp_path):
   """posterior.method=mala: the reported structures' and the truth's 90% intervals come from MALA chains."""
   config = _config("smoke,task=lv_sim", **{
       "posterior.method": "mala", "posterior.num_chains": 2, "posterior.num_warmup": 20,
-      "posterior.num_samples": 40, "baselines": (), "smc.num_runs": 1, "predictive.top_k": 2})
+      "posterior.num_samples": 40, "baselines": (), "tempering.num_runs": 1, "predictive.top_k": 2})
   results = runner.run(config, str(tmp_path / "mala"))
   assert results["parameter_intervals"]["method"] == "mala"
   assert results["parameter_intervals"]["num_samples"] == 40

@@ -3,7 +3,7 @@
 One compiled batch fit (pelts, the cpu preset's observation model, the default
 restarts) serves every test; the reference optimum is SciPy L-BFGS-B from 6
 starts with the exact gradient (the fit-quality panel's peer,
-``launch.experiments.model_smc_fit_panel.ScipyPeer``).
+``methods.model_smc.scipy_peer.ScipyPeer``).
 """
 
 import dataclasses
@@ -13,17 +13,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc as smc_exp
-from launch.experiments import model_smc_fit_panel as panel
-from launch.experiments import model_smc_tasks as tasks
+import model_smc_problems as tp
 from methods.model_smc import fit as fit_lib
 from methods.model_smc import structure as st
 from methods.model_smc.model import StructuredModel
+from methods.model_smc.scipy_peer import ScipyPeer
 
-# The Lotka-Volterra structure and two pelts-panel structures on which the
-# earlier fixed-budget Adam fit (4 restarts of 300 steps) stopped 118 and 5.5
-# nats above SciPy's optimum (objective 326.7 vs 209.0, and 157.1 vs 151.6).
+# The Lotka-Volterra structure and two pelts-panel structures on which a
+# fixed-budget Adam fit (4 restarts of 300 steps) stops 118 and 5.5 nats above
+# SciPy's optimum (objective 326.7 vs 209.0, and 157.1 vs 151.6).
 STRUCTURES = (
     {"hare": "a*hare - b*hare*lynx", "lynx": "c*hare*lynx - d*lynx"},
     {"hare": "-a - b*lynx^2", "lynx": "-a + b*hare*lynx + c*lynx^2"},
@@ -33,10 +31,9 @@ STRUCTURES = (
 
 @pytest.fixture(scope="module")
 def pelts():
-  config = smc_config.get_config("cpu,task=pelts")
-  task = tasks.build(config)
-  lib = st.Library(task.states, tasks.library_of(config, task.states))
-  cfg = dataclasses.replace(smc_exp.fit_config(config), newton_steps=1)  # the default restarts and knockouts
+  task = tp.pelts()
+  lib = task.library
+  cfg = dataclasses.replace(task.fit, newton_steps=1)  # the default restarts and knockouts
   model = StructuredModel(lib.bodies, task.spec)
   structures = [st.from_equations(e, lib) for e in STRUCTURES]
   signs = jnp.asarray(np.stack([m.signs(len(lib)) for m in structures]))
@@ -49,7 +46,7 @@ def pelts():
 
 def test_fit_reaches_scipy_multistart_optimum(pelts):
   cfg, task, model, _, signs, _, _, out = pelts
-  peer = panel.ScipyPeer(model, cfg, task.data)
+  peer = ScipyPeer(model, cfg, task.data)
   for i in range(signs.shape[0]):
     s = np.asarray(signs[i])
     ours = peer.objective(s, np.asarray(out.phi[i]))
@@ -108,16 +105,15 @@ def test_knockouts_find_the_switched_off_optimum_that_jittered_starts_miss():
   # An influenza panel structure whose best fit has the term -I in dC/dt switched off
   # (rate ~ e^-7): SciPy L-BFGS-B reached objective 48.0 from 1 of 20 jittered starts,
   # the fit without knockouts stopped at 65.0.
-  config = smc_config.get_config("cpu,task=flu")
-  task = tasks.build(config)
-  lib = st.Library(task.states, tasks.library_of(config, task.states))
+  task = tp.flu()
+  lib = task.library
   model = StructuredModel(lib.bodies, task.spec)
   m = st.from_equations({"S": "-a*I", "I": "a*C + b*S", "C": "-a*I"}, lib)
   signs = jnp.asarray(m.signs(len(lib)))[None]
   data = jax.tree.map(lambda x: x[None], task.data)
   keys = jax.random.split(jax.random.key(0), 1)
-  cfg = smc_exp.fit_config(config)
-  peer = panel.ScipyPeer(model, cfg, task.data)
+  cfg = task.fit
+  peer = ScipyPeer(model, cfg, task.data)
   with_knockouts = fit_lib.make_batch_fit(model, cfg)(signs, keys, data)
   without = fit_lib.make_batch_fit(model, dataclasses.replace(cfg, knockouts=0, knockout_prob=0.0))(signs, keys, data)
   ours = peer.objective(np.asarray(signs[0]), np.asarray(with_knockouts.phi[0]))

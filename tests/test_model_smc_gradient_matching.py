@@ -2,18 +2,13 @@
 
 import numpy as np
 
-from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc_tasks as tasks
+import model_smc_problems as tp
 from methods.model_smc import gradient_matching as gm
-from methods.model_smc import structure as st
 from methods.model_smc.model import StructuredModel
 
 
-def _model(arg):
-  config = smc_config.get_config(arg)
-  task = tasks.build(config)
-  lib = st.Library(task.states, tasks.library_of(config, task.states))
-  return config, task, lib, StructuredModel(lib.bodies, task.spec)
+def _model(problem):
+  return problem, StructuredModel(problem.library.bodies, problem.spec)
 
 
 def test_best_subset_recovers_a_sparse_linear_combination():
@@ -30,15 +25,16 @@ def test_best_subset_recovers_a_sparse_linear_combination():
 
 
 def test_candidates_contain_the_true_structure_on_simulated_lotka_volterra():
-  config, task, lib, model = _model("cpu,task=lv_sim")
-  cands = gm.candidates(model, task.data, num_rows=config.num_fit, max_terms=config.smc.max_terms, count=16)
+  problem, model = _model(tp.lotka_volterra())
+  max_terms = problem.prior.max_terms
+  cands = gm.candidates(model, problem.data, num_rows=problem.num_fit, max_terms=max_terms, count=16)
   assert 0 < len(cands) <= 16 and len(set(cands)) == len(cands)
-  assert tasks.truth_structure(task, lib) in cands[:4]
-  assert all(max(len(eq) for eq in m.terms) <= config.smc.max_terms for m in cands)
+  assert problem.truth in cands[:4]
+  assert all(max(len(eq) for eq in m.terms) <= max_terms for m in cands)
 
 
 def test_no_candidates_without_every_state_observed():
-  config, task, _, model = _model("cpu,task=flu")  # S is latent: no derivative to match
-  assert gm.candidates(model, task.data, num_rows=config.num_fit, max_terms=2, count=8) == ()
-  config, task, _, model = _model("cpu,task=pelts")
-  assert gm.candidates(model, task.data, num_rows=config.num_fit, max_terms=3, count=0) == ()
+  problem, model = _model(tp.flu())  # S is latent: no derivative to match
+  assert gm.candidates(model, problem.data, num_rows=problem.num_fit, max_terms=2, count=8) == ()
+  problem, model = _model(tp.pelts())
+  assert gm.candidates(model, problem.data, num_rows=problem.num_fit, max_terms=3, count=0) == ()

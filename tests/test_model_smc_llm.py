@@ -1,4 +1,4 @@
-"""The LLM proposer against a local OpenAI-compatible server on 127.0.0.1."""
+"""The LLM proposer and its HTTP client (``launch.llm_client``) against a local OpenAI-compatible server on 127.0.0.1."""
 
 import http.server
 import json
@@ -9,11 +9,11 @@ import time
 import jax
 import pytest
 
-from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc as smc_exp
-from launch.experiments import model_smc_tasks as tasks
-from launch import mesh as mesh_lib
+from envs import ode_systems
 from launch import llm_client
+from launch import runner
+from launch.configs import model_smc as smc_config
+import model_smc_problems as tp
 from methods.model_smc import llm
 from methods.model_smc import reference
 from methods.model_smc import structure as st
@@ -124,20 +124,18 @@ def test_unreachable_endpoint_and_missing_config():
 @pytest.mark.slow
 def test_evidence_weighted_run_goes_on_through_failures(server):
   """The reference scheme with the LLM proposer: failures are logged and counted, the run continues."""
-  config = smc_config.get_config("smoke,task=exact")
-  task = tasks.build(config)
-  lib = st.Library(task.states, config.library)
-  evaluator = smc_exp.make_evaluator(config, task, lib, mesh_lib.make_mesh(1))
+  problem = tp.oscillator()
+  lib = problem.library
+  evaluator = tp.evaluator(problem)
   client = llm_client.ChatClient(server, "test-model", timeout_s=0.5)
-  propose = reference.llm_proposer(llm.LLMProposer(client, lib, task.description))
+  propose = reference.llm_proposer(llm.LLMProposer(client, lib, ode_systems.DAMPED_OSCILLATOR.description))
   good2 = json.dumps({"equations": {"x": "k*v - e*x", "v": "-w*x"}})
   _Handler.replies = [(200, _chat(GOOD), 0), (500, "{}", 0), (200, _chat("garbage"), 0),
                       (200, _chat(json.dumps({"equations": {"x": "lambda: 1", "v": "x"}})), 0),
                       (200, _chat(good2), 0)] * 4
   cfg = reference.ReferenceConfig(num_particles=4, alpha=0.0, iterations=2)
   start = st.from_equations({"x": "a*v", "v": "-b*x"}, lib)
-  state = reference.run_reference(jax.random.key(0), evaluator, propose, cfg, p_include=0.5, max_terms=2,
-                                  start=start)
+  state = reference.run_reference(jax.random.key(0), evaluator, propose, cfg, prior=problem.prior, start=start)
   assert state.iteration == 2 and state.proposals == 1 + 8
   # Replies 1-8: good, 500, garbage, lambda, good2, good, 500, garbage.
   assert state.rejections == {"http": 2, "json": 2, "unsafe": 1}
@@ -152,8 +150,6 @@ def test_evidence_weighted_run_goes_on_through_failures(server):
 @pytest.mark.slow
 def test_launcher_runs_the_llm_proposer_from_the_config(server, tmp_path, monkeypatch):
   """``proposal=llm`` end to end: endpoint from the config, key from the environment."""
-  from launch import runner  # pylint: disable=g-import-not-at-top
-
   monkeypatch.setenv("MODEL_SMC_TEST_KEY", "sk-env")
   config = smc_config.get_config("smoke,task=pelts")
   config.algorithm = "evidence_weighted"

@@ -7,45 +7,35 @@ import numpy as np
 import pytest
 
 from envs import ode_systems
-from launch import mesh as mesh_lib
-from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc as smc_exp
-from launch.experiments import model_smc_tasks as tasks
+import model_smc_problems as tp
 from methods.model_smc import grammar
 from methods.model_smc import model as mdl
 from methods.model_smc import smc
-from methods.model_smc import structure as st
 
 Z90 = 1.6448536269514722
 
 
 @pytest.fixture(scope="module")
 def lv():
-  config = smc_config.get_config("cpu,task=lv_sim")
-  config.fit.steps = 200
-  config.fit.restarts = 3
-  task = tasks.build(config)
-  lib = st.Library(task.states, config.library)
-  evaluator = smc_exp.make_evaluator(config, task, lib, mesh_lib.make_mesh())  # sharded over 8 devices
-  return config, task, lib, evaluator
+  problem = tp.lotka_volterra(steps=200, restarts=3)
+  evaluator = tp.evaluator(problem, devices=len(jax.devices()))  # sharded over 8 devices
+  return problem, problem.library, evaluator
 
 
 @pytest.mark.slow
 def test_true_structure_has_the_largest_posterior_mass(lv):
-  config, task, lib, evaluator = lv
-  # With every structure fitted to its optimum, this dataset has a local mode
-  # 12 nats below the truth (dx/dt = +x - y^2, dy/dt = +x^2 - y; the Adam fit
-  # scored it 20 nats lower still) that 48 particles with the preset's 2 MH
-  # steps per temperature do not leave: the sampler needs more particles,
-  # more moves per temperature and the final phase's ascent and prior jumps.
-  cfg = smc.SMCConfig(num_particles=96, mcmc_steps=5, max_delta=config.smc.max_delta,
-                      p_include=config.smc.p_include, max_terms=config.smc.max_terms,
-                      local_search_steps=10, prior_prob=0.1)
-  g = grammar.GrammarProposal(lib, max_terms=config.smc.max_terms)
-  final = smc.run(jax.random.key(0), evaluator, g, cfg)
+  problem, lib, evaluator = lv
+  # This dataset has a local mode 12 nats below the truth (dx/dt = +x - y^2,
+  # dy/dt = +x^2 - y) that 48 particles with the preset's 2 MH steps per
+  # temperature do not leave: the sampler needs more particles, more moves
+  # per temperature and the final phase's ascent and prior jumps.
+  tempering = smc.TemperingConfig(num_particles=96, mcmc_steps=5, max_delta=0.1)  # the cpu preset's max_delta
+  g = grammar.GrammarProposal(lib, max_terms=problem.prior.max_terms)
+  final = smc.run(jax.random.key(0), evaluator, g, prior=problem.prior, tempering=tempering,
+                  final=smc.FinalConfig(local_search_steps=10, prior_prob=0.1))
   assert final.beta == 1.0
   mass = smc.posterior_mass(final.particles, final.log_weights, evaluator.key)
-  truth = evaluator.key(tasks.truth_structure(task, lib))
+  truth = evaluator.key(problem.truth)
   best = max(mass, key=mass.get)
   assert best == truth, (truth, list(mass.items())[:5])
   assert mass[truth] > 0.25
@@ -58,9 +48,9 @@ def test_laplace_intervals_cover_the_true_parameters_at_their_level(lv):
   Coverage of 128 intervals is Binomial(128, 0.9) if calibrated: mean 115.2,
   sd 3.4; the check allows 4 sd.
   """
-  config, task, lib, evaluator = lv
+  problem, lib, evaluator = lv
   system = ode_systems.LOTKA_VOLTERRA
-  truth = tasks.truth_structure(task, lib)
+  truth = problem.truth
   fn = evaluator.batch_fit()
   layout = evaluator.model().layout
   b = evaluator.batch_size

@@ -1,9 +1,11 @@
-"""A proposal whose fit raises is one counted rejection; the search goes on; the summary says so."""
+"""A proposal whose fit raises is one counted rejection; the search goes on.
+
+The summary's rejection lines are tested in ``tests/test_model_smc_scoring.py``.
+"""
 
 import jax
 import numpy as np
 
-from launch.experiments import model_smc_report as report
 from methods.model_smc import reference
 from methods.model_smc import structure as st
 
@@ -32,12 +34,3 @@ def test_a_fit_that_raises_is_a_counted_rejection_and_the_climb_goes_on():
   assert res.rejections == {"fit": 2}
   assert res.structure == st.Structure.make([[(0, 1), (2, 1)]]) and res.log_evidence == 2.0
   assert res.proposals == 4
-
-
-def test_the_summary_reports_rejections_and_warns_when_all_were_rejected():
-  results = {"proposal": "llm", "smc": {"proposals": 5, "rejections": {"json": 1, "unsafe": 2}},
-             "hill_climb": {"proposals": 3, "rejections": {"unsafe": 3}}}
-  lines = report.rejection_lines(results)
-  assert lines[0] == "ModelSMC: 3 of 5 proposals were rejected (json: 1, unsafe: 2)"
-  assert lines[1].startswith("hill climbing: 3 of 3 proposals were rejected (unsafe: 3); WARNING")
-  assert report.rejection_lines({"proposal": "grammar", "smc": {"proposals": 5, "rejections": {}}}) == []

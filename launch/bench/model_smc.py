@@ -5,7 +5,7 @@ Rows:
    (BFGS restarts run to a convergence test, Newton polishing and the
    Laplace evidence, vmapped over a batch of different structures and
    sharded over the CPU devices; the fit whose optima the fit-quality panel
-   ``launch.experiments.model_smc_fit_panel`` checks against SciPy) against
+   ``launch.experiments.model_smc.fit_panel`` checks against SciPy) against
    sequential ``scipy.optimize.minimize`` (L-BFGS-B, finite-difference
    gradients, as many starts as the project's restarts, drawn the same way)
    of the same objective written in NumPy (same RK4, likelihood and priors),
@@ -33,8 +33,8 @@ from scipy import optimize
 from launch import mesh as mesh_lib
 from launch import runner
 from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc as smc_exp
-from launch.experiments import model_smc_tasks as tasks
+from launch.experiments.model_smc import experiment as smc_exp
+from launch.experiments.model_smc import tasks
 from methods.model_smc import expr as ex
 from methods.model_smc import interpret
 from methods.model_smc import structure as st
@@ -145,12 +145,13 @@ def _fit_rate(quick: bool) -> dict:
   lib = st.Library(task.states, tasks.library_of(config, task.states))
   mesh = mesh_lib.make_mesh()
   evaluator = smc_exp.make_evaluator(config, task, lib, mesh)
+  prior = smc_config.SECTIONS.build(config, st.PriorConfig)
   rng = np.random.default_rng(0)
   n_jax = evaluator.batch_size * (1 if quick else 4)
   structures = [st.from_equations({"hare": "a*hare - b*hare*lynx", "lynx": "c*hare*lynx - d*lynx"}, lib)]
   seen = {structures[0]}
   while len(structures) < n_jax + 1:
-    m = st.sample_prior(rng, len(lib), len(lib.states), p_include=0.3, max_terms=config.smc.max_terms)
+    m = st.sample_prior(rng, len(lib), len(lib.states), p_include=0.3, max_terms=prior.max_terms)
     if m not in seen and m.num_terms() > 0:
       seen.add(m)
       structures.append(m)

@@ -10,8 +10,8 @@ Tasks (``task=``):
              fit days 1-10, held out days 11-14.
   csv        the user's own data: --config.data.path=<file.csv> (first column
              time, the others observed states named by the header; see
-             launch/experiments/model_smc_csv.py), a Gaussian observation
-             model and the default library built from the state names.
+             datasets/timeseries.py), a Gaussian observation model and the
+             default library built from the state names.
   sim        any simulated system of envs.ode_systems.SYSTEMS (the one table of
              simulated systems): ``:cpu,task=sim,system=<name>`` takes the
              system's states, noise kind, rows and library (default: built
@@ -43,7 +43,11 @@ Launch from the repository root:
   python -m launch.main --config=launch/configs/model_smc.py:cpu,task=pelts \
       --config.algorithm=evidence_weighted --config.proposal=llm --workdir=...
 
-Any key can be overridden, e.g. ``--config.smc.num_particles=128``,
+The sampler's keys are three sections: ``prior`` (the structure prior and
+the grammar's moves, shared by every sampler and hill climbing),
+``tempering`` (particles, runs, the tempering steps and their candidate
+jumps) and ``final`` (the local search, elite set and sweeps at beta = 1).
+Any key can be overridden, e.g. ``--config.tempering.num_particles=128``,
 ``--config.fit.evidence=bic``, ``--config.library='("a*x", "a*x*y")'``,
 ``--config.posterior.method=mala`` (the reported structures' 90% parameter
 intervals from preconditioned MALA chains instead of Laplace; results.json
@@ -68,6 +72,7 @@ from methods.model_smc import structure as st
 
 F = hparams.field
 TASKS = ("exact", "lv_sim", "pelts", "flu", "sim", "csv")
+REAL = ("pelts", "flu", "csv")  # tasks without a simulated system
 # Named simulated tasks -> their system in envs.ode_systems.SYSTEMS (task=sim: config.sim.system).
 SIMULATED = {"exact": "damped_oscillator", "lv_sim": "lotka_volterra"}
 ALGORITHMS = ("tempered", "evidence_weighted")
@@ -77,7 +82,7 @@ BASELINES = ("hill_climb", "sindy")
 
 @dataclasses.dataclass(frozen=True)
 class Run(hparams.Hyperparameters):
-  """The experiment's own keys (the method's are the sections fit, smc, reference, problem)."""
+  """The experiment's own keys (the method's are the sections problem, fit, prior, tempering, final, reference)."""
 
   task: str = F("pelts", "Task: exact | lv_sim | pelts | flu | sim | csv.", choices=TASKS)
   library: tuple[str, ...] = F(st.default_bodies(("hare", "lynx")),
@@ -172,19 +177,158 @@ class CsvData(hparams.Hyperparameters):
       yield "latent_x0", f"{len(self.latent_x0)} values for the {len(self.latent)} latent states {list(self.latent)}"
 
 
-# (config prefix, declaration) of every section.
-SECTIONS = (
-    ("", Run), ("problem", mdl.ProblemSpec), ("fit", fit_lib.FitConfig), ("smc", smc.SMCConfig),
-    ("reference", reference.ReferenceConfig), ("llm", llm_client.LLMConfig), ("sindy", Sindy),
-    ("predictive", Predictive), ("exact", Exact), ("sim", Sim), ("data", CsvData),
+def fit_config(config: ml_collections.ConfigDict) -> fit_lib.FitConfig:
+  """The fit's settings: section ``fit`` and the run's ``num_fit`` rows."""
+  return hparams.from_config(fit_lib.FitConfig, config.fit, num_fit=config.num_fit)
+
+
+def _simulation_checks(config):
+  """The simulated system agrees with the task and the observation model (each yields ``(key, message)``)."""
+  if config.sim.equations and config.task != "sim":
+    yield "sim.equations", f"simulated equations run with task=sim (task is {config.task!r})"
+  if config.task in REAL or (config.task == "sim" and config.sim.equations):
+    return
+  if config.sim.system not in ode_systems.SYSTEMS:
+    return  # named by the sim section's own check
+  expected = SIMULATED.get(config.task)
+  if expected is not None and config.sim.system != expected:
+    yield "sim.system", f"task {config.task!r} simulates {expected!r}; use task=sim,system={config.sim.system}"
+    return
+  system = ode_systems.SYSTEMS[config.sim.system]
+  if config.problem.noise != system.noise and not config.sim.allow_noise_mismatch:
+    yield "problem.noise", (f"{config.problem.noise!r} observation model, but {system.name!r} is simulated with "
+                            f"{system.noise} noise; set problem.noise={system.noise!r} (or "
+                            "sim.allow_noise_mismatch=True to fit the wrong model on purpose)")
+
+
+def _jump_checks(config):
+  """The tempering's candidate jumps and the final phase's prior draws leave room for grammar moves."""
+  tempering, final = SECTIONS.build(config, smc.TemperingConfig), SECTIONS.build(config, smc.FinalConfig)
+  for name, message in smc.jump_problems(tempering, final):
+    yield f"tempering.{name}", message
+
+
+SECTIONS = common.declare(
+    "model_smc",
+    ("", Run),
+    common.Section("problem", mdl.ProblemSpec, build=lambda c: []),  # built with the task's data
+    common.Section("fit", fit_lib.FitConfig, build=lambda c: [fit_config(c)]),
+    ("prior", st.PriorConfig),
+    ("tempering", smc.TemperingConfig),
+    ("final", smc.FinalConfig),
+    ("reference", reference.ReferenceConfig),
+    ("llm", llm_client.LLMConfig),
+    ("sindy", Sindy),
+    ("predictive", Predictive),
+    ("exact", Exact),
+    ("sim", Sim),
+    ("data", CsvData),
     ("posterior", posterior.PosteriorConfig),
+    checks=(_simulation_checks, _jump_checks),
 )
 
 
-def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>[,task=exact|lv_sim|pelts|flu|sim][,system=<name>][,runs=<n>]"``.
+def _set(node: ml_collections.ConfigDict, **values) -> None:
+  for key, value in values.items():
+    node[key] = value
 
-  ``runs=n`` (n > 0) sets ``smc.num_runs`` after the preset (``make demo``
+
+def _sampler(config: ml_collections.ConfigDict, preset: str, exact: bool) -> None:
+  """The tempering and the final phase at each preset (the exact task runs one run per repeat)."""
+  # Particles and pooled runs (their spread is the multi-run check of mixing); the exact task's
+  # independent runs are its exact.repeats.
+  _set(config.tempering,
+       num_particles={"smoke": (16, 32), "cpu": (32, 100), "paper": (128, 256)}[preset][exact],
+       num_runs=1 if exact else {"smoke": 2, "cpu": 5, "paper": 5}[preset],
+       # MH sweeps per tempering step, and a cap on each beta increment, so that the particles
+       # explore at low beta (at least 1 / max_delta steps).
+       mcmc_steps={"smoke": (1, 1), "cpu": (2, 5), "paper": (10, 10)}[preset][exact],
+       max_delta={"smoke": 1.0, "cpu": 0.1, "paper": 0.05}[preset],
+       # Gradient-matching candidates: 10% of the tempering moves jump to one of them.
+       candidates=4 if preset == "smoke" else 16,
+       candidate_prob=0.1)
+  # At beta = 1: local searches from the run's best structures (particles and candidates), then
+  # sweeps with jumps among its 12 elites (60% of the moves, in proportion to p(m) Z(m)) until 20
+  # acceptance-weighted moves per particle; the run's estimate averages the second half of those
+  # sweeps. Fresh prior draws (10%) make an elite or candidate jump reversible from any structure.
+  _set(config.final,
+       local_search={"smoke": 1, "cpu": 3, "paper": 2}[preset],
+       local_search_steps=1 if preset == "smoke" else 10,
+       num_elites=12, elite_prob=0.6, moves=20.0,
+       max_sweeps={"smoke": 2, "cpu": 40, "paper": 50}[preset],
+       prior_prob=0.1)
+
+
+def _fit(config: ml_collections.ConfigDict, preset: str, exact: bool) -> None:
+  """The fit at each preset: restarts, Adam steps, Newton polishing, batch size."""
+  _set(config.fit, newton_steps=1 if preset == "smoke" else 2,
+       num_val=3)  # validation rows of the "heldout" evidence
+  if preset == "smoke":
+    _set(config.fit, restarts=2, steps=60, batch_size=16)
+  elif preset == "paper":
+    _set(config.fit, restarts=8, steps=600, batch_size=64)
+  elif exact:
+    _set(config.fit, restarts=2, steps=200, batch_size=32)
+
+
+# The observation model and priors at cpu scale, then each task's own values.
+_PROBLEM = dict(substeps=5, noise_prior_loc=math.log(0.25), noise_prior_scale=0.5, state_bound=1e4)
+_TASK_PROBLEM = {
+    "exact": dict(substeps=4, noise="gaussian", init="fixed", param_prior_loc=0.0, param_prior_scale=1.0,
+                  noise_prior_loc=math.log(0.1), noise_prior_scale=0.5, state_bound=1e3),
+    "csv": dict(noise="gaussian"),  # signed measurements; lognormal needs positive ones
+    "flu": dict(noise_offset=0.01,  # one boy, in hundreds
+                init="fixed", param_prior_loc=math.log(0.3), param_prior_scale=1.5, state_bound=100.0),
+}
+
+
+def _task(config: ml_collections.ConfigDict, task: str, system_name: str) -> None:
+  """The task's data, library, rows and observation model."""
+  _set(config.problem, **_PROBLEM)
+  if task in SIMULATED or task == "sim":  # the system's states, noise, rows and library
+    system = ode_systems.SYSTEMS[SIMULATED.get(task, system_name)]
+    config.sim.system = system.name
+    # task=sim: empty means the default library of the simulated states (also those of sim.equations).
+    config.library = system.library or (() if task == "sim" else st.default_bodies(system.states))
+    config.problem.noise = system.noise
+    config.num_fit = system.num_points - max(1, system.num_points // 4)
+  _set(config.problem, **_TASK_PROBLEM.get(task, {}))
+  if task == "exact":
+    config.num_fit = 12
+    _set(config.prior, p_include=0.5, max_terms=2)
+    config.sim.noise_scale = 0.3  # overrides the oscillator's own 0.1 (logged)
+    config.baselines = ("hill_climb",)
+  elif task == "csv":
+    config.library = ()  # the default library from the file's state names
+  elif task == "flu":
+    config.library = ("a*S*I", "a*S", "a*I", "a*C")
+    config.num_fit = 11  # t = 0 (no data) and days 1-10
+    config.prior.max_terms = 2
+    config.sindy.threshold = 0.05
+
+
+def _scale(config: ml_collections.ConfigDict, preset: str) -> None:
+  """What else differs by preset: the reference's scheme, scoring, the exact check, parameter intervals."""
+  if preset == "smoke":
+    _set(config.reference, num_particles=8, iterations=2)
+    _set(config.predictive, num_samples=64, top_k=3)
+    config.exact.repeats = 2
+  elif preset == "paper":
+    config.predictive.num_samples = 1000
+    config.exact.repeats = 100
+  # Parameter intervals: Laplace at smoke and cpu scale (free: the fit's Hessian); MALA
+  # (--config.posterior.method=mala) compiles its chains once per library and runs ~1.6 s per
+  # structure on 2 cores with these chain lengths. The paper preset uses MALA, calibrated on the
+  # simulated systems (model_smc_calibration).
+  config.posterior.method = "mala" if preset == "paper" else "laplace"
+  if preset == "paper":
+    _set(config.posterior, num_chains=4, num_warmup=1000, num_samples=2000)
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  """Config for ``arg`` = ``"<preset>[,task=exact|lv_sim|pelts|flu|sim|csv][,system=<name>][,runs=<n>]"``.
+
+  ``runs=n`` (n > 0) sets ``tempering.num_runs`` after the preset (``make demo``
   runs 2 of the ``cpu`` preset's 5 pooled runs).
   """
   opts = common.parse_arg(arg, task="pelts", system="lotka_volterra", runs=0)
@@ -192,129 +336,12 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     raise ValueError(f"unknown task {opts.task!r}; allowed: {list(TASKS)}")
   if opts.system not in ode_systems.SYSTEMS:
     raise ValueError(f"unknown system {opts.system!r}; envs.ode_systems.SYSTEMS has {sorted(ode_systems.SYSTEMS)}")
-  config = common.base_config("model_smc", opts.preset)
-  for prefix, cls in SECTIONS:
-    common.add_section(config, cls, prefix)
+  config = SECTIONS.defaults(opts.preset)
   config.task = opts.task
-  # cpu-scale values of the observation model and priors.
-  config.problem.substeps = 5
-  config.problem.noise_prior_loc = math.log(0.25)
-  config.problem.noise_prior_scale = 0.5
-  config.problem.state_bound = 1e4
-  config.fit.newton_steps = 2
-  config.fit.num_val = 3  # validation rows of the "heldout" evidence
-  # MH sweeps per tempering step, and a cap on each beta increment so that
-  # the particles explore at low beta (>= 1 / max_delta steps): with few
-  # sweeps and free steps, runs stayed near the best prior draws.
-  config.smc.mcmc_steps = 5
-  config.smc.max_delta = 0.1
-  # Mixing: 5 independent runs of 32 particles (pooled; their spread is the
-  # multi-run check). Each run jumps to 16 gradient-matching candidates while
-  # tempering (10% of its moves), ends with local searches from its 3 best
-  # structures (particles and candidates), then sweeps at beta = 1 with jumps
-  # among its 12 elites (60% of the moves, in proportion to p(m) Z(m)) until
-  # 20 acceptance-weighted moves per particle (at most 40 sweeps); its
-  # estimate is the average over the second half of those sweeps (with a
-  # target of 8 moves, ~20 sweeps, the 5 runs' estimates still disagreed). With one run of 64 particles and no final
-  # phase, the pelts' particle masses disagreed with p(m) Z(m) over the
-  # visited structures; with a local search from 1 particle, 8 elites at 20%
-  # and no candidates, 4 of 5 runs never reached the best basin.
-  config.smc.num_runs = 5
-  config.smc.num_particles = 32
-  config.smc.mcmc_steps = 2
-  config.smc.candidates = 16
-  config.smc.candidate_prob = 0.1
-  config.smc.local_search = 3
-  config.smc.local_search_steps = 10
-  config.smc.num_elites = 12
-  config.smc.elite_prob = 0.6
-  config.smc.final_moves = 20.0
-  config.smc.final_max_sweeps = 40
-  config.smc.prior_prob = 0.1  # elite and candidate jumps reversible from any structure
-  # Parameter intervals of the reported structures: Laplace at smoke and cpu
-  # scale (free: the fit's Hessian); MALA (--config.posterior.method=mala)
-  # compiles its chains once per library (~15 s on 2 cores for the pelts)
-  # and runs ~1.6 s per structure with these chain lengths. The paper preset
-  # uses MALA, calibrated on the simulated systems (model_smc_calibration).
-  config.posterior.method = "laplace"
-
-  if opts.task in SIMULATED or opts.task == "sim":  # the system's states, noise, rows and library
-    system = ode_systems.SYSTEMS[SIMULATED.get(opts.task, opts.system)]
-    config.sim.system = system.name
-    # task=sim: empty means the default library of the simulated states (also those of sim.equations).
-    config.library = system.library or (() if opts.task == "sim" else st.default_bodies(system.states))
-    config.problem.noise = system.noise
-    config.num_fit = system.num_points - max(1, system.num_points // 4)
-  if opts.task == "exact":
-    config.problem.substeps = 4
-    config.problem.noise = "gaussian"
-    config.problem.init = "fixed"
-    config.problem.param_prior_loc = 0.0
-    config.problem.param_prior_scale = 1.0
-    config.problem.noise_prior_loc = math.log(0.1)
-    config.problem.noise_prior_scale = 0.5
-    config.problem.state_bound = 1e3
-    config.num_fit = 12
-    config.fit.restarts = 2
-    config.fit.steps = 200
-    config.fit.batch_size = 32
-    config.smc.num_particles = 100
-    config.smc.num_runs = 1  # exact.repeats are the independent runs
-    config.smc.mcmc_steps = 5
-    config.smc.p_include = 0.5
-    config.smc.max_terms = 2
-    config.sim.noise_scale = 0.3  # overrides the oscillator's own 0.1 (logged)
-    config.baselines = ("hill_climb",)
-  elif opts.task == "csv":
-    config.library = ()  # the default library from the file's state names
-    config.problem.noise = "gaussian"  # signed measurements; lognormal needs positive ones
-  elif opts.task == "flu":
-    config.library = ("a*S*I", "a*S", "a*I", "a*C")
-    config.problem.noise_offset = 0.01  # one boy, in hundreds
-    config.problem.init = "fixed"
-    config.problem.param_prior_loc = math.log(0.3)
-    config.problem.param_prior_scale = 1.5
-    config.problem.state_bound = 100.0
-    config.num_fit = 11  # t = 0 (no data) and days 1-10
-    config.smc.max_terms = 2
-    config.sindy.threshold = 0.05
-
-  if opts.preset == "smoke":
-    config.smc.num_particles = 16
-    config.smc.num_runs = 2 if opts.task != "exact" else 1
-    config.smc.local_search = 1
-    config.smc.local_search_steps = 1
-    config.smc.candidates = 4
-    config.smc.final_max_sweeps = 2
-    config.smc.mcmc_steps = 1
-    config.smc.max_delta = 1.0
-    config.fit.restarts = 2
-    config.fit.steps = 60
-    config.fit.newton_steps = 1
-    config.fit.batch_size = 16
-    config.reference.num_particles = 8
-    config.reference.iterations = 2
-    config.predictive.num_samples = 64
-    config.predictive.top_k = 3
-    config.exact.repeats = 2
-    if opts.task == "exact":
-      config.smc.num_particles = 32
-  elif opts.preset == "paper":
-    config.smc.num_particles = 128 if opts.task != "exact" else 256
-    config.smc.local_search = 2
-    config.smc.local_search_steps = 10
-    config.smc.final_max_sweeps = 50
-    config.smc.mcmc_steps = 10
-    config.smc.max_delta = 0.05
-    config.fit.restarts = 8
-    config.fit.steps = 600
-    config.fit.batch_size = 64
-    config.predictive.num_samples = 1000
-    config.exact.repeats = 100
-    config.posterior.method = "mala"
-    config.posterior.num_chains = 4
-    config.posterior.num_warmup = 1000
-    config.posterior.num_samples = 2000
+  _task(config, opts.task, opts.system)
+  _sampler(config, opts.preset, opts.task == "exact")
+  _fit(config, opts.preset, opts.task == "exact")
+  _scale(config, opts.preset)
   if opts.runs > 0:
-    config.smc.num_runs = opts.runs
+    config.tempering.num_runs = opts.runs
   return config

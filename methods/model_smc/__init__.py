@@ -4,17 +4,22 @@ Wahl, Schenk, Farnoud, Macke and Gedon, "A Probabilistic Framework for
 LLM-Based Model Discovery" (ICML 2026), rebuilt in JAX with the posterior
 over structures ``p(m | x) ∝ p(m) Z(m)`` as the target:
 
-* :mod:`expr` / :mod:`interpret`: the safe expression language and its
-  interpreter to ``jnp``;
-* :mod:`structure` / :mod:`grammar`: structures, their prior, the
-  exact-density grammar proposal;
+* :mod:`expr` (with :mod:`expr_tree`, :mod:`expr_walk`) / :mod:`interpret`:
+  the safe expression language and its interpreter to ``jnp``;
+* :mod:`structure` / :mod:`grammar`: structures, their prior
+  (:class:`PriorConfig`), the exact-density grammar proposal;
 * :mod:`model` / :mod:`fit` / :mod:`evidence`: RK4 likelihood, batched
   fitting, Laplace / BIC / held-out evidence;
 * :mod:`evaluator`: the cached, batched evidence of structures;
-* :mod:`smc`: tempered SMC over structures;
+* :mod:`smc` / :mod:`moves` / :mod:`pooled`: tempered SMC over structures
+  (:class:`TemperingConfig`, :class:`FinalConfig`), its Metropolis-Hastings
+  moves and pooled independent runs; :mod:`codec`: the samplers' states in
+  checkpoints;
 * :mod:`reference`: the reference's evidence-weighted scheme and N = 1
   hill climbing; :mod:`llm`: the LLM proposer;
-* :mod:`predictive` / :mod:`sindy`: held-out scoring and the PySINDy baseline.
+* :mod:`predictive` / :mod:`sindy` / :mod:`scipy_peer`: held-out scoring,
+  the PySINDy baseline and the fit's SciPy peer;
+* :mod:`problems`: simulated problems (data, truth) from ``envs.ode_systems``.
 """
 
 from methods.model_smc.evaluator import Evaluator
@@ -42,9 +47,11 @@ from methods.model_smc.reference import HillClimb
 from methods.model_smc.reference import ReferenceConfig
 from methods.model_smc.reference import hill_climb
 from methods.model_smc.reference import run_reference
-from methods.model_smc.smc import SMCConfig
+from methods.model_smc.smc import FinalConfig
 from methods.model_smc.smc import SMCState
+from methods.model_smc.smc import TemperingConfig
 from methods.model_smc.smc import run as run_smc
 from methods.model_smc.structure import Library
+from methods.model_smc.structure import PriorConfig
 from methods.model_smc.structure import Structure
 from methods.model_smc.structure import from_equations

@@ -24,8 +24,9 @@ expression can cause. Every rejection raises :class:`UnsafeExpression` with a
 reason.
 
 Expressions are immutable, hashable trees (:class:`Num`, :class:`Sym`,
-:class:`Call`, :class:`BinOp`); :func:`to_text` prints them (``parse(to_text(e))
-== e``) and :func:`canonical` gives the normal form used for de-duplication
+:class:`Call`, :class:`BinOp`, defined in :mod:`methods.model_smc.expr_tree`);
+:func:`to_text` prints them (``parse(to_text(e)) == e``) and
+:func:`canonical` gives the normal form used for de-duplication
 (sums and products flattened and sorted, subtraction as addition of a
 negation, parameters renamed in order of appearance).
 """
@@ -33,79 +34,28 @@ negation, parameters renamed in order of appearance).
 from __future__ import annotations
 
 import ast
-import dataclasses
-import re
 import warnings
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional
 
-FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs")
-UNARY = ("neg",) + FUNCTIONS
-BINARY = ("add", "sub", "mul", "div", "pow")
-TIME = "t"
-_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
-class UnsafeExpression(ValueError):
-  """An expression that the language refuses; ``reason`` says why."""
-
-  def __init__(self, reason: str, text: Optional[str] = None):
-    self.reason = reason
-    self.text = text
-    shown = "" if text is None else f" in {text[:80]!r}{'...' if len(text) > 80 else ''}"
-    super().__init__(f"rejected expression{shown}: {reason}")
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-  """Caps that bound what an expression may cost.
-
-  Attributes:
-    max_chars: longest accepted text (checked before parsing).
-    max_depth: deepest tree (a leaf has depth 1).
-    max_nodes: most tree nodes.
-    max_params: most distinct parameters.
-    max_const: largest absolute value of a numeric constant.
-    max_exponent: largest absolute value of a numeric exponent.
-  """
-
-  max_chars: int = 1000
-  max_depth: int = 12
-  max_nodes: int = 64
-  max_params: int = 12
-  max_const: float = 1e6
-  max_exponent: float = 8.0
-
-
-DEFAULT_LIMITS = Limits()
-
-
-@dataclasses.dataclass(frozen=True)
-class Num:
-  value: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Sym:
-  """A state variable (``kind="state"``), parameter (``"param"``) or ``t`` (``"time"``)."""
-
-  kind: str
-  name: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Call:
-  """A unary operation: ``neg`` or one of :data:`FUNCTIONS`."""
-
-  fn: str
-  arg: "Expr"
-
-
-@dataclasses.dataclass(frozen=True)
-class BinOp:
-  op: str
-  left: "Expr"
-  right: "Expr"
-
-
-Expr = Union[Num, Sym, Call, BinOp]
+from methods.model_smc import expr_walk
+from methods.model_smc.expr_tree import BINARY  # noqa: F401  (re-exported)
+from methods.model_smc.expr_tree import BinOp
+from methods.model_smc.expr_tree import Call
+from methods.model_smc.expr_tree import DEFAULT_LIMITS
+from methods.model_smc.expr_tree import Expr
+from methods.model_smc.expr_tree import FUNCTIONS  # noqa: F401  (re-exported)
+from methods.model_smc.expr_tree import Limits
+from methods.model_smc.expr_tree import Num
+from methods.model_smc.expr_tree import Sym
+from methods.model_smc.expr_tree import TIME  # noqa: F401  (re-exported)
+from methods.model_smc.expr_tree import UNARY  # noqa: F401  (re-exported)
+from methods.model_smc.expr_tree import UnsafeExpression
+from methods.model_smc.expr_tree import children  # noqa: F401  (re-exported)
+from methods.model_smc.expr_tree import depth  # noqa: F401  (re-exported)
+from methods.model_smc.expr_tree import params_of
+from methods.model_smc.expr_tree import size  # noqa: F401  (re-exported)
+from methods.model_smc.expr_tree import to_text
+from methods.model_smc.expr_tree import walk  # noqa: F401  (re-exported)
 
 
 def parse(
@@ -146,93 +96,10 @@ def parse(
     raise UnsafeExpression(f"not a valid expression ({type(e).__name__}: {e.args[0] if e.args else e})", text) from None
   except (RecursionError, MemoryError):
     raise UnsafeExpression("nesting too deep for the parser", text) from None
-  # The walker builds this module's nodes, so it is imported here (not at the top).
-  from methods.model_smc import expr_walk  # pylint: disable=g-import-not-at-top
-
   walker = expr_walk.Walker(tuple(states), None if params is None else set(params), limits, text)
   e = walker.convert(tree.body, 1)
   expr_walk.check_constants(e, walker.fail)
   return e
-
-
-# ----------------------------------------------------------------------------
-# Inspection and printing.
-
-
-def children(e: Expr) -> tuple[Expr, ...]:
-  if isinstance(e, Call):
-    return (e.arg,)
-  if isinstance(e, BinOp):
-    return (e.left, e.right)
-  return ()
-
-
-def walk(e: Expr):
-  """Pre-order iterator over the nodes of ``e``."""
-  stack = [e]
-  while stack:
-    node = stack.pop()
-    yield node
-    stack.extend(reversed(children(node)))
-
-
-def depth(e: Expr) -> int:
-  return 1 + max((depth(c) for c in children(e)), default=0)
-
-
-def size(e: Expr) -> int:
-  return sum(1 for _ in walk(e))
-
-
-def params_of(e: Expr) -> tuple[str, ...]:
-  """Parameter names in order of first appearance (pre-order)."""
-  return tuple(dict.fromkeys(node.name for node in walk(e) if isinstance(node, Sym) and node.kind == "param"))
-
-
-_PREC = {"add": 1, "sub": 1, "mul": 2, "div": 2, "neg": 3, "pow": 4}
-_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "^"}
-
-
-def _prec(e: Expr) -> int:
-  if isinstance(e, BinOp):
-    return _PREC[e.op]
-  if isinstance(e, Call) and e.fn == "neg":
-    return _PREC["neg"]
-  if isinstance(e, Num) and e.value < 0:
-    return _PREC["neg"]
-  return 5
-
-
-def _fmt_num(v: float) -> str:
-  if v == int(v) and abs(v) < 1e15:
-    return str(int(v))
-  return repr(v)
-
-
-def to_text(e: Expr) -> str:
-  """Prints ``e`` with the fewest parentheses that parse back to the same tree."""
-  if isinstance(e, Num):
-    return _fmt_num(e.value)
-  if isinstance(e, Sym):
-    return e.name
-  if isinstance(e, Call):
-    if e.fn == "neg":
-      inner = to_text(e.arg)
-      return f"-({inner})" if _prec(e.arg) <= _PREC["neg"] else f"-{inner}"
-    return f"{e.fn}({to_text(e.arg)})"
-  p = _PREC[e.op]
-  left, right = to_text(e.left), to_text(e.right)
-  if e.op == "pow":
-    if _prec(e.left) <= p:
-      left = f"({left})"
-    if isinstance(e.right, Num) and e.right.value < 0:
-      right = f"({right})"
-  else:
-    if _prec(e.left) < p:
-      left = f"({left})"
-    if _prec(e.right) <= p:
-      right = f"({right})"
-  return f"{left}{_SYMBOL[e.op]}{right}" if e.op in ("mul", "div", "pow") else f"{left} {_SYMBOL[e.op]} {right}"
 
 
 def rename_params(e: Expr, mapping: dict[str, str]) -> Expr:

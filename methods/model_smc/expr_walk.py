@@ -1,7 +1,7 @@
 """The whitelist walker behind :func:`methods.model_smc.expr.parse`, and constant folding.
 
 :class:`Walker` converts a Python AST (from ``ast.parse`` in ``eval`` mode) into
-the expression nodes of :mod:`methods.model_smc.expr`, refusing every node
+the expression nodes of :mod:`methods.model_smc.expr_tree`, refusing every node
 type off the whitelist; :func:`check_constants` refuses constant
 subexpressions that fold to a division by zero or to a number that is not
 finite in float32 -- the interpreter evaluates constant arithmetic on Python
@@ -15,9 +15,9 @@ import keyword
 import math
 from typing import Callable, Optional
 
-from methods.model_smc import expr as ex
+from methods.model_smc import expr_tree as ex
 
-_IDENT = ex._IDENT  # pylint: disable=protected-access
+_IDENT = ex.IDENT
 _F32_MAX = float.fromhex("0x1.fffffep+127")
 _FOLD_UNARY = {
     "neg": lambda a: -a, "exp": math.exp, "log": math.log, "sqrt": math.sqrt,
@@ -55,7 +55,7 @@ _REFUSED = {
 
 
 class Walker:
-  """Converts a Python AST into an :data:`methods.model_smc.expr.Expr`, refusing anything off the whitelist."""
+  """Converts a Python AST into an :data:`methods.model_smc.expr_tree.Expr`, refusing anything off the whitelist."""
 
   def __init__(self, states, params, limits, text):
     self.states, self.params, self.limits, self.text = states, params, limits, text

@@ -30,9 +30,9 @@ Optimisers (``FitConfig.optimizer``):
   updated), so a structure's result does not depend on its batch. With
   ``keep < restarts`` only the ``keep`` restarts with the lowest objective
   after ``screen_iters`` iterations are continued.
-* ``adam``: the earlier fixed budget of ``steps`` Adam steps (cosine-decayed
-  step) in one ``lax.scan``; on badly conditioned structures it stopped tens
-  to a thousand nats short of the optimum.
+* ``adam``: a fixed budget of ``steps`` Adam steps (cosine-decayed step) in
+  one ``lax.scan``; on badly conditioned structures it stops tens to a
+  thousand nats short of the optimum.
 
 ``jax.vmap(fit_structure, (0, 0, None))`` fits a batch of *different*
 structures with one compiled function (see :func:`make_batch_fit`).
@@ -191,6 +191,25 @@ class _BfgsCarry(NamedTuple):
   fresh: jax.Array
 
 
+def _bfgs_update(inv_hess, step, dg, fresh, eye):
+  """BFGS update of the inverse Hessian ``[D, D]`` by the pair ``(step, dg)`` (Nocedal and Wright, eq. 6.17).
+
+  Skipped without positive curvature (``s^T y <= 0``, up to rounding). The
+  first update after a reset (``fresh``) starts from the scaled identity
+  ``(s^T y / y^T y) I`` (Nocedal and Wright, eq. 6.20).
+
+  Returns:
+    ``(inv_hess, good)``: the updated matrix and whether the pair was used.
+  """
+  sy = jnp.dot(step, dg)
+  good = sy > 1e-10 * jnp.linalg.norm(step) * jnp.linalg.norm(dg)
+  rho = 1.0 / jnp.where(good, sy, 1.0)
+  h0 = jnp.where(fresh, eye * sy / jnp.maximum(jnp.dot(dg, dg), 1e-30), inv_hess)
+  v = eye - rho * jnp.outer(step, dg)
+  updated = v @ h0 @ v.T + rho * jnp.outer(step, step)
+  return jnp.where(good, updated, inv_hess), good
+
+
 def _bfgs(model, cfg, signs, data, phi0, mask, max_iters):
   """BFGS from ``phi0 [D]`` to the stopping test, at most ``max_iters`` iterations.
 
@@ -252,15 +271,7 @@ def _bfgs(model, cfg, signs, data, phi0, mask, max_iters):
     phi = jnp.where(ok, phi, c.phi)
     new_val = jnp.where(ok, new_val, c.value)
     new_grad = jnp.where(ok, new_grad, c.grad)
-    # BFGS update of the inverse Hessian (skipped without positive curvature).
-    step, dg = phi - c.phi, new_grad - c.grad
-    sy = jnp.dot(step, dg)
-    good = sy > 1e-10 * jnp.linalg.norm(step) * jnp.linalg.norm(dg)
-    rho = 1.0 / jnp.where(good, sy, 1.0)
-    h0 = jnp.where(c.fresh, eye * sy / jnp.maximum(jnp.dot(dg, dg), 1e-30), c.inv_hess)
-    v = eye - rho * jnp.outer(step, dg)
-    updated = v @ h0 @ v.T + rho * jnp.outer(step, step)
-    inv_hess = jnp.where(good, updated, c.inv_hess)
+    inv_hess, good = _bfgs_update(c.inv_hess, phi - c.phi, new_grad - c.grad, c.fresh, eye)
     tol = 1.0 + jnp.abs(new_val)
     small_grad = jnp.linalg.norm(new_grad) <= cfg.gtol * tol
     stall = (c.value - new_val) <= cfg.ftol * tol

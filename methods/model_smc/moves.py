@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Optional, TYPE_CHECKING
+from typing import Callable, Optional
 
 import jax
 import numpy as np
@@ -24,9 +24,6 @@ import numpy as np
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
 from methods.model_smc.grammar import GrammarProposal
-
-if TYPE_CHECKING:
-  from methods.model_smc.smc import SMCConfig
 
 
 def host_rng(key: jax.Array) -> np.random.Generator:
@@ -46,9 +43,10 @@ def log_accept(beta, lz_new, lz_old, lp_new, lp_old, lq_rev, lq_fwd) -> float:
   return like + (lp_new - lp_old) + (lq_rev - lq_fwd)
 
 
-def log_prior_fn(evaluator: Evaluator, cfg: SMCConfig) -> Callable[[st.Structure], float]:
-  return functools.partial(st.log_prior, num_bodies=len(evaluator.library), p_include=cfg.p_include,
-                           max_terms=cfg.max_terms)
+def log_prior_fn(evaluator: Evaluator, prior: st.PriorConfig) -> Callable[[st.Structure], float]:
+  """``log p(m)`` over ``evaluator``'s library (its size when called)."""
+  return functools.partial(st.log_prior, num_bodies=len(evaluator.library), p_include=prior.p_include,
+                           max_terms=prior.max_terms)
 
 
 def log_q(grammar: GrammarProposal, to: st.Structure, frm: st.Structure, set_probs: dict, eps: float,
@@ -67,18 +65,17 @@ def log_q(grammar: GrammarProposal, to: st.Structure, frm: st.Structure, set_pro
 
 
 def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator,
-             grammar: GrammarProposal, cfg: SMCConfig, elites: tuple[st.Structure, ...] = (),
-             eps: Optional[float] = None, delta: Optional[float] = None,
-             elite_probs: Optional[np.ndarray] = None):
+             grammar: GrammarProposal, *, prior: st.PriorConfig, elites: tuple[st.Structure, ...] = (),
+             eps: float = 0.0, delta: float = 0.0, elite_probs: Optional[np.ndarray] = None):
   """One Metropolis-Hastings move per particle, invariant for ``pi_beta``.
 
   Args:
+    prior: the structure prior ``p`` (its draws and densities).
     elites: a fixed set ``E`` (the elites, or the gradient-matching
       candidates); with it the proposal is the mixture
       ``(1 - eps - delta) q + eps r_E + delta p``, whose density enters
       the ratio exactly.
-    eps, delta: the mixture's weights (default ``cfg.elite_prob`` and
-      ``cfg.prior_prob``; both 0 without ``E``).
+    eps, delta: the mixture's weights (both 0 without ``E``).
     elite_probs: ``[|E|]`` the proposal probabilities ``r_E`` of the set's
       members (fixed before the sweep; default uniform). With ``r_E``
       proportional to ``p(m) Z(m)^beta`` a jump between two members is
@@ -95,8 +92,8 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
   k_prop, k_acc, k_mix = jax.random.split(key, 3)
   u = np.asarray(jax.random.uniform(k_prop, (n,)), np.float64)
   log_v = np.log(np.asarray(jax.random.uniform(k_acc, (n,)), np.float64))
-  eps = (cfg.elite_prob if eps is None else eps) if elites else 0.0
-  delta = (cfg.prior_prob if delta is None else delta) if elites else 0.0
+  eps = eps if elites else 0.0
+  delta = delta if elites else 0.0
   if elites:
     r = np.full(len(elites), 1.0 / len(elites)) if elite_probs is None else np.asarray(elite_probs, np.float64)
     r = r / r.sum()
@@ -115,19 +112,19 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
       if um < eps:
         proposed.append(elites[min(int(np.searchsorted(cdf, ui * cdf[-1], side="right")), len(elites) - 1)])
       elif um < eps + delta:
-        proposed.append(st.sample_prior(rng, k_all, n_states, p_include=cfg.p_include, max_terms=cfg.max_terms))
+        proposed.append(st.sample_prior(rng, k_all, n_states, p_include=prior.p_include, max_terms=prior.max_terms))
       else:
         proposed.append(grammar.sample(m, ui))
   else:
     proposed = [grammar.sample(m, ui) for m, ui in zip(particles, u)]
   lz_prop = evaluator.evaluate(proposed)
-  prior = log_prior_fn(evaluator, cfg)
+  log_prior = log_prior_fn(evaluator, prior)
   out_p, out_z, accepted = list(particles), np.array(log_z, np.float64), np.zeros(n, bool)
   prob = np.zeros(n)
   for i, (m, m2) in enumerate(zip(particles, proposed)):
     if m2 == m:
       continue
-    lp_new, lp_old = prior(m2), prior(m)
+    lp_new, lp_old = log_prior(m2), log_prior(m)
     log_a = log_accept(beta, lz_prop[i], log_z[i], lp_new, lp_old,
                        log_q(grammar, m, m2, set_probs, eps, delta, lp_old),
                        log_q(grammar, m2, m, set_probs, eps, delta, lp_new))

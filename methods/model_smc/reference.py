@@ -70,8 +70,8 @@ class ReferenceConfig(hparams.Hyperparameters):
   alpha: float = hparams.field(0.8, "Weight of the evidence in the particle scores.", low=0, high=1, high_open=True)
   temperature: float = hparams.field(1.0, "Temperature of the evidence weights.", low=0, low_open=True)
   iterations: int = hparams.field(15, "Iterations.", low=1)
-  resample_threshold: float = hparams.field(0.5, "Resample when ESS < threshold * N (the run's smc key).", low=0,
-                                            high=1, low_open=True, config=False)
+  resample_threshold: float = hparams.field(0.5, "Resample when ESS < threshold * N.", low=0, high=1,
+                                            low_open=True)
   ancestors: int = hparams.field(3, "Ancestors shown to the proposer.", low=0, high=3)
 
 
@@ -102,14 +102,13 @@ def _weights(log_z: np.ndarray, temperature: float) -> jax.Array:
   return smc_math.normalize(jnp.asarray(log_z / temperature, jnp.float32))
 
 
-def reference_init(key: jax.Array, evaluator: Evaluator, cfg: ReferenceConfig, *, p_include: float,
-                   max_terms: int, start: Optional[st.Structure] = None) -> ReferenceState:
-  """``N`` prior draws (or ``N`` copies of ``start``, as the reference does)."""
+def reference_init(key: jax.Array, evaluator: Evaluator, cfg: ReferenceConfig, *, prior: st.PriorConfig,
+                   start: Optional[st.Structure] = None) -> ReferenceState:
+  """``N`` draws from ``prior`` (or ``N`` copies of ``start``, as the reference does)."""
   rng = host_rng(key)
   lib = evaluator.library
   if start is None:
-    particles = tuple(st.sample_prior(rng, len(lib), len(lib.states), p_include=p_include,
-                                      max_terms=max_terms) for _ in range(cfg.num_particles))
+    particles = tuple(prior.sample(rng, len(lib), len(lib.states)) for _ in range(cfg.num_particles))
   else:
     particles = (start,) * cfg.num_particles
   log_z = evaluator.evaluate(particles)
@@ -193,13 +192,15 @@ def reference_step(state: ReferenceState, key: jax.Array, evaluator: Evaluator, 
 
 
 def run_reference(key: jax.Array, evaluator: Evaluator, propose: Proposer, cfg: ReferenceConfig, *,
-                  p_include: float, max_terms: int, start: Optional[st.Structure] = None,
+                  prior: st.PriorConfig, start: Optional[st.Structure] = None,
                   state: Optional[ReferenceState] = None,
                   callback: Optional[Callable] = None) -> ReferenceState:
-  """Runs (or resumes) ``cfg.iterations`` iterations; step ``t`` uses ``fold_in(key, t)``."""
+  """Runs (or resumes) ``cfg.iterations`` iterations; step ``t`` uses ``fold_in(key, t)``.
+
+  The initial particles are draws from the structure ``prior`` (or copies of ``start``).
+  """
   if state is None:
-    state = reference_init(jax.random.fold_in(key, 0), evaluator, cfg, p_include=p_include,
-                           max_terms=max_terms, start=start)
+    state = reference_init(jax.random.fold_in(key, 0), evaluator, cfg, prior=prior, start=start)
   while state.iteration < cfg.iterations:
     state, info = reference_step(state, jax.random.fold_in(key, state.iteration + 1), evaluator, propose, cfg)
     if callback is not None:

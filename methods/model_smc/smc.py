@@ -6,6 +6,11 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
 ``pi_beta(m) ∝ p(m) Z(m)^beta`` with ``0 = beta_0 < ... < beta_K = 1``
 (Del Moral, Doucet and Jasra 2006; Chopin and Papaspiliopoulos 2020, ch. 17):
 
+Its settings are three sections: the structure prior and grammar
+(:class:`methods.model_smc.structure.PriorConfig`, shared with the
+reference's scheme and hill climbing), the tempering (:class:`TemperingConfig`)
+and the final phase at ``beta = 1`` (:class:`FinalConfig`).
+
 1. ``init``: ``N`` exact draws from the structure prior ``p(m)``, equal weights.
 2. each ``step``:
 
@@ -22,11 +27,11 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
      ``C`` (:mod:`methods.model_smc.gradient_matching`, a reconstruction:
      fixed by the data before the run) the proposal is the mixture
      ``(1 - c - delta) q + c Uniform(C) + delta p`` with
-     ``c = candidate_prob``.
+     ``c = candidate_prob`` and ``delta = prior_prob`` (of the final phase).
 
 3. at ``beta = 1`` (a reconstruction: the paper's sampler has no such phase;
-   added because on the pelts the particle masses disagreed with ``p(m) Z(m)``
-   over the visited structures, i.e. the particles had not mixed):
+   it lets the particles mix, so that their masses estimate ``p(m) Z(m)``
+   over the visited structures rather than the last tempering step's draws):
 
    * ``local_search``: steepest ascent of ``log p(m) + log Z(m)`` over the
      full single-edit neighbourhood, from the run's best distinct particles
@@ -35,8 +40,8 @@ estimated by :mod:`methods.model_smc.evidence`. The sampler moves through
      searched neighbourhoods) become a fixed *elite set* ``E``;
    * rejuvenation sweeps at ``beta = 1`` until the acceptance-weighted move
      count (the sum over sweeps of the mean acceptance probability of moves
-     that change the structure) reaches ``final_moves`` per particle, or
-     ``final_max_sweeps`` sweeps. Their proposal is the mixture
+     that change the structure) reaches ``moves`` per particle, or
+     ``max_sweeps`` sweeps. Their proposal is the mixture
      ``(1 - eps - delta) q(m' | m) + eps r(m') 1[m' in E] + delta p(m')`` with
      ``eps = elite_prob``, ``delta = prior_prob`` and ``r(m) ∝ p(m) Z(m)``
      over ``E`` (``elite_weights="posterior"``; a jump between two elites is
@@ -86,10 +91,12 @@ from methods.model_smc.moves import mh_sweep
 
 
 @dataclasses.dataclass(frozen=True)
-class SMCConfig(hparams.Hyperparameters):
-  """Static settings of tempered SMC over structures (config section ``smc``)."""
+class TemperingConfig(hparams.Hyperparameters):
+  """Tempered SMC from the prior to ``beta = 1`` (config section ``tempering``)."""
 
-  num_particles: int = hparams.field(64, "N, the number of particles.", low=2)
+  num_particles: int = hparams.field(64, "N, the number of particles of each run.", low=2)
+  num_runs: int = hparams.field(1, "Independent SMC runs, pooled with equal weight (their spread is reported).",
+                                low=1)
   target_ess: float = hparams.field(0.5, "rho: each tempering step keeps ESS = rho N.", low=0, high=1,
                                     low_open=True, high_open=True)
   resample_threshold: float = hparams.field(0.5, "Resample when ESS < threshold * N.", low=0, high=1, low_open=True)
@@ -98,15 +105,20 @@ class SMCConfig(hparams.Hyperparameters):
       1.0, "Cap on beta_t - beta_{t-1}: at least 1 / max_delta tempering steps explore at low beta.", low=0,
       high=1, low_open=True)
   max_iterations: int = hparams.field(60, "Safety cap on tempering steps.", low=1)
-  p_include: float = hparams.field(0.25, "Prior probability that a body is in an equation.", low=0, high=1,
-                                   low_open=True, high_open=True)
-  max_terms: int = hparams.field(3, "Most terms per equation.", low=1)
-  move_probs: tuple[float, ...] = hparams.field(
-      (0.3, 0.3, 0.2, 0.2), "Probabilities of the grammar's moves: add, remove, replace, operator.", low=0)
-  num_runs: int = hparams.field(1, "Independent SMC runs, pooled with equal weight (their spread is reported).",
-                                low=1)
+  candidates: int = hparams.field(
+      0, "Gradient-matching candidate structures C (fixed by the data; 0: none): candidate_prob jumps while "
+      "tempering, local-search starts and elite pool at beta = 1.", low=0)
+  candidate_prob: float = hparams.field(
+      0.0, "Probability that a tempering move proposes a uniform candidate (with the final phase's prior_prob "
+      "fresh prior draws that make it reversible).", low=0, high=1, high_open=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalConfig(hparams.Hyperparameters):
+  """The final phase at ``beta = 1``: local search, elite set, rejuvenation sweeps (config section ``final``)."""
+
   local_search: int = hparams.field(
-      1, "At beta = 1: steepest-ascent searches of log p(m) Z(m) from this many best distinct particles.", low=0)
+      1, "Steepest-ascent searches of log p(m) Z(m) from this many best distinct particles.", low=0)
   local_search_steps: int = hparams.field(3, "Most ascent steps of each local search.", low=1)
   num_elites: int = hparams.field(8, "Size of the elite set E (best structures a run has seen at beta = 1).",
                                   low=0)
@@ -115,30 +127,31 @@ class SMCConfig(hparams.Hyperparameters):
   elite_weights: str = hparams.field(
       "posterior", "Which elite: posterior (probability p(m) Z(m) / sum over E; a jump between elites is always "
       "accepted) or uniform.", choices=("posterior", "uniform"))
-  final_moves: float = hparams.field(
-      2.0, "Final sweeps at beta = 1 until the acceptance-weighted move count per particle reaches this.", low=0)
-  final_max_sweeps: int = hparams.field(10, "Cap on the final sweeps at beta = 1.", low=0)
+  moves: float = hparams.field(
+      2.0, "Sweeps at beta = 1 until the acceptance-weighted move count per particle reaches this.", low=0)
+  max_sweeps: int = hparams.field(10, "Cap on the sweeps at beta = 1.", low=0)
   prior_prob: float = hparams.field(
-      0.0, "delta: probability that a final sweep proposes a fresh prior draw (an elite jump is then reversible "
-      "from any structure).", low=0, high=1, high_open=True)
-  candidates: int = hparams.field(
-      0, "Gradient-matching candidate structures C (fixed by the data; 0: none): local-search starts, elite "
-      "pool, and candidate_prob jumps while tempering.", low=0)
-  candidate_prob: float = hparams.field(
-      0.0, "Probability that a tempering move proposes a uniform candidate (with prior_prob fresh prior draws "
-      "that make it reversible).", low=0, high=1, high_open=True)
+      0.0, "delta: probability that a jump sweep (elites, or candidates while tempering) proposes a fresh prior "
+      "draw (a jump is then reversible from any structure).", low=0, high=1, high_open=True)
 
   def checks(self):
-    if len(self.move_probs) != 4 or sum(self.move_probs) <= 0:
-      yield "move_probs", "four non-negative probabilities (add, remove, replace, operator) with a positive sum"
     if self.elite_prob > 0 and self.num_elites < 2:
       yield "num_elites", f"elite jumps (elite_prob={self.elite_prob}) need num_elites >= 2 (or elite_prob=0)"
     if self.elite_prob + self.prior_prob >= 1:
       yield "prior_prob", f"elite_prob + prior_prob = {self.elite_prob + self.prior_prob:g} leaves no grammar moves"
-    if self.candidate_prob + self.prior_prob >= 1:
-      yield "candidate_prob", "candidate_prob + prior_prob must leave room for grammar moves"
-    if self.final_moves > 0 and self.final_max_sweeps < 1:
-      yield "final_max_sweeps", f"final_moves={self.final_moves} needs final_max_sweeps >= 1 (or final_moves=0)"
+    if self.moves > 0 and self.max_sweeps < 1:
+      yield "max_sweeps", f"moves={self.moves} needs max_sweeps >= 1 (or moves=0)"
+
+
+def jump_problems(tempering: TemperingConfig, final: FinalConfig) -> list[tuple[str, str]]:
+  """Problems of the two sections together, as ``(field of tempering, message)``.
+
+  The tempering sweeps' candidate jumps share the final phase's prior draws,
+  so ``candidate_prob + prior_prob`` must leave room for grammar moves.
+  """
+  if tempering.candidate_prob + final.prior_prob >= 1:
+    return [("candidate_prob", "candidate_prob + the final phase's prior_prob must leave room for grammar moves")]
+  return []
 
 
 class SMCState(NamedTuple):
@@ -235,44 +248,51 @@ def run_mass(state: SMCState, key_fn: Callable) -> dict:
   return _by_key(((m, v / total) for m, v in kept), key_fn)
 
 
-def init(key: jax.Array, evaluator: Evaluator, cfg: SMCConfig) -> SMCState:
+def init(key: jax.Array, evaluator: Evaluator, *, prior: st.PriorConfig, tempering: TemperingConfig) -> SMCState:
   """``N`` exact prior draws, their evidences and equal weights at ``beta = 0``."""
   rng = host_rng(key)
   n_bodies, n_states = len(evaluator.library), len(evaluator.library.states)
-  particles = tuple(st.sample_prior(rng, n_bodies, n_states, p_include=cfg.p_include,
-                                    max_terms=cfg.max_terms) for _ in range(cfg.num_particles))
+  n = tempering.num_particles
+  particles = tuple(prior.sample(rng, n_bodies, n_states) for _ in range(n))
   log_z = evaluator.evaluate(particles)
-  return SMCState(particles, np.zeros(cfg.num_particles), log_z, 0.0, 0.0, 0, cfg.num_particles)
+  return SMCState(particles=particles, log_weights=np.zeros(n), log_evidence=log_z, beta=0.0, log_normalizer=0.0,
+                  iteration=0, proposals=n)
 
 
 def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal,
-         cfg: SMCConfig, candidates: tuple[st.Structure, ...] = ()) -> tuple[SMCState, StepInfo]:
-  """One tempering step: reweight, (maybe) resample, rejuvenate (with candidate jumps if ``candidates``)."""
-  n = cfg.num_particles
+         candidates: tuple[st.Structure, ...] = (), *, prior: st.PriorConfig, tempering: TemperingConfig,
+         final: FinalConfig) -> tuple[SMCState, StepInfo]:
+  """One tempering step: reweight, (maybe) resample, rejuvenate (with candidate jumps if ``candidates``).
+
+  The candidate jumps' mixture also proposes fresh prior draws with the
+  final phase's ``prior_prob``.
+  """
+  n = tempering.num_particles
   k_res, k_mh = jax.random.split(key)
   lw = jnp.asarray(state.log_weights, jnp.float32)
   lz = jnp.asarray(state.log_evidence, jnp.float32)
-  new_beta, incr, log_ratio, ess, weights = _temper(lw, lz, jnp.float32(state.beta), cfg.target_ess,
-                                                    jnp.float32(cfg.max_delta))
+  new_beta, incr, log_ratio, ess, weights = _temper(lw, lz, jnp.float32(state.beta), tempering.target_ess,
+                                                    jnp.float32(tempering.max_delta))
   new_beta = float(new_beta)
   if new_beta >= 1.0 - 1e-6:
     new_beta = 1.0
   log_w = state.log_weights + np.asarray(incr, np.float64)
   log_norm = state.log_normalizer + float(log_ratio)
   particles, log_z = state.particles, state.log_evidence
-  resampled = bool(float(ess) < cfg.resample_threshold * n)
+  resampled = bool(float(ess) < tempering.resample_threshold * n)
   if resampled:
     idx = np.asarray(_systematic(k_res, weights, num_samples=n))
     particles = tuple(particles[i] for i in idx)
     log_z = log_z[idx]
     log_w = np.zeros(n)
   accepted = 0
-  for j in range(cfg.mcmc_steps):
-    jumps = candidates if cfg.candidate_prob > 0 else ()
+  for j in range(tempering.mcmc_steps):
+    jumps = candidates if tempering.candidate_prob > 0 else ()
     particles, log_z, acc, _, _ = mh_sweep(jax.random.fold_in(k_mh, j), particles, log_z, new_beta, evaluator,
-                                           grammar, cfg, elites=jumps, eps=cfg.candidate_prob)
+                                           grammar, prior=prior, elites=jumps, eps=tempering.candidate_prob,
+                                           delta=final.prior_prob)
     accepted += int(acc.sum())
-  proposals = state.proposals + n * cfg.mcmc_steps
+  proposals = state.proposals + n * tempering.mcmc_steps
   new = state._replace(particles=particles, log_weights=log_w, log_evidence=log_z, beta=new_beta,
                        log_normalizer=log_norm, iteration=state.iteration + 1, proposals=proposals)
   info = StepInfo(
@@ -280,7 +300,7 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
       beta=new_beta,
       ess=float(ess),
       resampled=resampled,
-      acceptance=accepted / max(n * cfg.mcmc_steps, 1),
+      acceptance=accepted / max(n * tempering.mcmc_steps, 1),
       unique=len({evaluator.key(m) for m in particles}),
       log_normalizer=log_norm,
       proposals=proposals,
@@ -291,34 +311,35 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
 
 
 def local_search(state: SMCState, evaluator: Evaluator, grammar: GrammarProposal,
-                 cfg: SMCConfig, candidates: tuple[st.Structure, ...] = ()) -> tuple[SMCState, StepInfo]:
+                 candidates: tuple[st.Structure, ...] = (), *, prior: st.PriorConfig,
+                 final: FinalConfig) -> tuple[SMCState, StepInfo]:
   """Steepest ascent from the best particles; fixes the elite set ``E``.
 
-  From each of the ``cfg.local_search`` best distinct particles (by
+  From each of the ``final.local_search`` best distinct particles (by
   ``log p(m) + log Z(m)``), every single-edit neighbour is fitted and the
   search moves to the best one while it improves, for at most
-  ``cfg.local_search_steps`` steps. ``E`` is the ``cfg.num_elites`` best
+  ``final.local_search_steps`` steps. ``E`` is the ``final.num_elites`` best
   structures among the particles and every searched neighbour (this run's
   own, so independent runs stay independent). The gradient-matching
   ``candidates`` (fixed by the data) join the particles as starts and
   elites. Particles and weights are unchanged.
   """
-  prior = moves.log_prior_fn(evaluator, cfg)
+  log_prior = moves.log_prior_fn(evaluator, prior)
   seen = {}  # key -> (structure, log p + log Z)
   pool = tuple(state.particles) + tuple(candidates)
   pool_z = np.concatenate([state.log_evidence, evaluator.evaluate(candidates) if candidates else []])
   for m, lz in zip(pool, pool_z):
     if math.isfinite(lz):
-      seen.setdefault(evaluator.key(m), (m, prior(m) + float(lz)))
-  starts = sorted(seen.values(), key=lambda v: -v[1])[:cfg.local_search]
+      seen.setdefault(evaluator.key(m), (m, log_prior(m) + float(lz)))
+  starts = sorted(seen.values(), key=lambda v: -v[1])[:final.local_search]
   proposals = 0
   for m, score in starts:
-    for _ in range(cfg.local_search_steps):
+    for _ in range(final.local_search_steps):
       nbrs = grammar.distribution(m)[0]
       if not nbrs:
         break
       proposals += len(nbrs)
-      joint = [prior(m2) + z for m2, z in zip(nbrs, evaluator.evaluate(nbrs))]
+      joint = [log_prior(m2) + z for m2, z in zip(nbrs, evaluator.evaluate(nbrs))]
       for m2, j in zip(nbrs, joint):
         if math.isfinite(j):
           seen.setdefault(evaluator.key(m2), (m2, j))
@@ -326,7 +347,7 @@ def local_search(state: SMCState, evaluator: Evaluator, grammar: GrammarProposal
       if not joint[best] > score:
         break
       m, score = nbrs[best], joint[best]
-  elites = tuple(m for m, _ in sorted(seen.values(), key=lambda v: -v[1])[:cfg.num_elites])
+  elites = tuple(m for m, _ in sorted(seen.values(), key=lambda v: -v[1])[:final.num_elites])
   new = state._replace(elites=elites, proposals=state.proposals + proposals)
   return new, _final_info(new, evaluator, "search", acceptance=0.0)
 
@@ -340,18 +361,19 @@ def _final_info(state: SMCState, evaluator: Evaluator, phase: str, acceptance: f
       mass=posterior_mass(state.particles, state.log_weights, evaluator.key), phase=phase, moves=state.moves)
 
 
-def final_sweep(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal,
-                cfg: SMCConfig) -> tuple[SMCState, StepInfo]:
+def final_sweep(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, *,
+                prior: st.PriorConfig, final: FinalConfig) -> tuple[SMCState, StepInfo]:
   """One rejuvenation sweep at ``beta = 1`` with the elite mixture proposal."""
   elites = state.elites or ()
   probs = None
-  if elites and cfg.elite_weights == "posterior":
-    prior = moves.log_prior_fn(evaluator, cfg)
-    joint = np.array([prior(m) for m in elites]) + np.asarray(evaluator.evaluate(elites), np.float64)
+  if elites and final.elite_weights == "posterior":
+    log_prior = moves.log_prior_fn(evaluator, prior)
+    joint = np.array([log_prior(m) for m in elites]) + np.asarray(evaluator.evaluate(elites), np.float64)
     joint = np.where(np.isfinite(joint), joint, -np.inf)
     probs = np.exp(joint - joint.max()) if np.isfinite(joint.max()) else None
   particles, log_z, acc, prob, proposed = mh_sweep(key, state.particles, state.log_evidence, 1.0, evaluator,
-                                                   grammar, cfg, elites=elites, elite_probs=probs)
+                                                   grammar, prior=prior, elites=elites, eps=final.elite_prob,
+                                                   delta=final.prior_prob, elite_probs=probs)
   n = len(particles)
   w = np.asarray(smc_math.normalize(jnp.asarray(state.log_weights, jnp.float32)), np.float64)
   sweep_mass = collections.defaultdict(float)
@@ -364,17 +386,18 @@ def final_sweep(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: 
   return new, _final_info(new, evaluator, "final", acceptance=float(acc.mean()))
 
 
-def finished(state: SMCState, cfg: SMCConfig) -> bool:
+def finished(state: SMCState, final: FinalConfig) -> bool:
   """``beta = 1``, the local search done and the final sweeps' target (or cap) reached."""
   return (state.beta >= 1.0 and state.elites is not None
-          and (state.moves >= cfg.final_moves or state.sweeps >= cfg.final_max_sweeps))
+          and (state.moves >= final.moves or state.sweeps >= final.max_sweeps))
 
 
 _FINAL_STREAM = 2**31 - 1  # fold_in data of the final sweeps' keys (tempering steps use 1, 2, ...)
 
 
-def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMCConfig, *,
-        state: Optional[SMCState] = None, candidates: tuple[st.Structure, ...] = (),
+def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, *, prior: st.PriorConfig,
+        tempering: TemperingConfig, final: FinalConfig, state: Optional[SMCState] = None,
+        candidates: tuple[st.Structure, ...] = (),
         callback: Optional[Callable[[SMCState, StepInfo], None]] = None) -> SMCState:
   """Runs (or resumes) tempered SMC until ``beta = 1``, then the local search and final sweeps.
 
@@ -384,32 +407,40 @@ def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, cfg: SMC
       so a resumed run repeats an uninterrupted one.
     evaluator: evidence of structures.
     grammar: the exact-density proposal.
-    cfg: settings.
+    prior: the structure prior.
+    tempering: the tempering's settings (``num_runs`` is :func:`methods.model_smc.pooled.run_pooled`'s).
+    final: the final phase's settings.
     state: a state to resume from (default: a fresh :func:`init`).
     candidates: the gradient-matching candidates
       (:func:`methods.model_smc.gradient_matching.candidates`, fixed by
-      the data; ``cfg.candidates`` of them).
+      the data; ``tempering.candidates`` of them).
     callback: called after every step with the new state and its info.
 
   Raises:
+    ValueError: ``tempering`` and ``final`` leave no room for grammar moves (:func:`jump_problems`).
     RuntimeError: ``beta`` did not reach 1 within ``max_iterations``.
   """
+  problems = jump_problems(tempering, final)
+  if problems:
+    raise ValueError("; ".join(f"{name}: {msg}" for name, msg in problems))
   if state is None:
-    state = init(jax.random.fold_in(key, 0), evaluator, cfg)
+    state = init(jax.random.fold_in(key, 0), evaluator, prior=prior, tempering=tempering)
   while state.beta < 1.0:
-    if state.iteration >= cfg.max_iterations:
-      raise RuntimeError(f"beta reached only {state.beta:.4g} after {cfg.max_iterations} tempering "
-                         "steps; raise smc.max_iterations or lower smc.target_ess")
-    state, info = step(state, jax.random.fold_in(key, state.iteration + 1), evaluator, grammar, cfg, candidates)
+    if state.iteration >= tempering.max_iterations:
+      raise RuntimeError(f"beta reached only {state.beta:.4g} after {tempering.max_iterations} tempering "
+                         "steps; raise tempering.max_iterations or lower tempering.target_ess")
+    state, info = step(state, jax.random.fold_in(key, state.iteration + 1), evaluator, grammar, candidates,
+                       prior=prior, tempering=tempering, final=final)
     if callback is not None:
       callback(state, info)
   if state.elites is None:
-    state, info = local_search(state, evaluator, grammar, cfg, candidates)
+    state, info = local_search(state, evaluator, grammar, candidates, prior=prior, final=final)
     if callback is not None:
       callback(state, info)
   final_key = jax.random.fold_in(key, _FINAL_STREAM)
-  while not finished(state, cfg):
-    state, info = final_sweep(state, jax.random.fold_in(final_key, state.sweeps), evaluator, grammar, cfg)
+  while not finished(state, final):
+    state, info = final_sweep(state, jax.random.fold_in(final_key, state.sweeps), evaluator, grammar, prior=prior,
+                              final=final)
     if callback is not None:
       callback(state, info)
   return state

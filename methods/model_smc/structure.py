@@ -28,6 +28,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from methods.common import hparams
 from methods.model_smc import expr as ex
 
 _RESERVED_STATE = re.compile(r"^c\d+$")
@@ -300,6 +301,36 @@ def _merge_shared(terms: list[tuple[int, ex.Expr]]) -> list[tuple[int, ex.Expr]]
 
 # ----------------------------------------------------------------------------
 # The structure prior.
+
+
+@dataclasses.dataclass(frozen=True)
+class PriorConfig(hparams.Hyperparameters):
+  """The structure prior ``p(m)`` and the grammar proposal's moves (config section ``prior``).
+
+  Shared by tempered SMC, the reference's evidence-weighted scheme and N = 1
+  hill climbing: :func:`log_prior` and :func:`sample_prior` with these
+  ``p_include`` and ``max_terms``, and
+  :class:`methods.model_smc.grammar.GrammarProposal` with ``max_terms`` and
+  ``move_probs``.
+  """
+
+  p_include: float = hparams.field(0.25, "Prior probability that a body is in an equation.", low=0, high=1,
+                                   low_open=True, high_open=True)
+  max_terms: int = hparams.field(3, "Most terms per equation.", low=1)
+  move_probs: tuple[float, ...] = hparams.field(
+      (0.3, 0.3, 0.2, 0.2), "Probabilities of the grammar's moves: add, remove, replace, operator.", low=0)
+
+  def checks(self):
+    if len(self.move_probs) != 4 or sum(self.move_probs) <= 0:
+      yield "move_probs", "four non-negative probabilities (add, remove, replace, operator) with a positive sum"
+
+  def log_prior(self, structure: "Structure", num_bodies: int) -> float:
+    """:func:`log_prior` of ``structure`` under this prior."""
+    return log_prior(structure, num_bodies, p_include=self.p_include, max_terms=self.max_terms)
+
+  def sample(self, rng: np.random.Generator, num_bodies: int, num_states: int) -> "Structure":
+    """:func:`sample_prior` under this prior."""
+    return sample_prior(rng, num_bodies, num_states, p_include=self.p_include, max_terms=self.max_terms)
 
 
 def log_prior_normalizer(num_bodies: int, num_states: int, p_include: float, max_terms: int) -> float:

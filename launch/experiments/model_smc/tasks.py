@@ -1,9 +1,11 @@
 """The data and observation models of the ``model_smc`` tasks.
 
 :func:`build` turns a config into a :class:`Task`: the observations (real
-tables from :mod:`datasets.population` or simulations from
-:mod:`envs.ode_systems`), the :class:`methods.model_smc.model.ProblemSpec`,
-the library and, for simulated tasks, the true structure and parameters.
+tables from :mod:`datasets.population`, the user's file read by
+:mod:`datasets.timeseries`, or simulations of :mod:`envs.ode_systems` by
+:mod:`methods.model_smc.problems`), the
+:class:`methods.model_smc.model.ProblemSpec`, the library and, for simulated
+tasks, the true structure and parameters.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import ml_collections
 import numpy as np
 
 from datasets import population
+from datasets import timeseries
 from envs import ode_systems
-from launch.experiments import model_smc_csv as csv
+from launch.configs import model_smc as smc_config
 from methods.common import hparams
-from methods.model_smc import expr as ex
-from methods.model_smc import interpret
 from methods.model_smc import model as mdl
+from methods.model_smc import problems
 from methods.model_smc import structure as st
 
 
@@ -82,7 +84,7 @@ def _table_text(names, times, y, rows) -> str:
   return "\n".join(lines)
 
 
-REAL = ("pelts", "flu", "csv")  # tasks without a simulated system
+REAL = smc_config.REAL  # tasks without a simulated system
 
 
 def system_of(config) -> Optional[ode_systems.OdeSystem]:
@@ -97,19 +99,10 @@ def system_of(config) -> Optional[ode_systems.OdeSystem]:
 def text_system(config) -> ode_systems.OdeSystem:
   """The system of ``sim.equations`` (safe parser and interpreter), simulated with ``problem.noise``."""
   sim = config.sim
-  states, trees, values = st.parse_system(sim.equations, sim.params)
-  names = tuple(values)
-  fns = [interpret.compile_expr(t, states=states, params=names) for t in trees]
-
-  def rhs(x, p):
-    theta = jnp.stack([jnp.asarray(p[n], x.dtype) for n in names]) if names else jnp.zeros((0,), x.dtype)
-    return jnp.stack([jnp.asarray(f(x, theta, 0.0), x.dtype) for f in fns])
-
-  observed = tuple(states.index(o) for o in sim.observed) if sim.observed else tuple(range(len(states)))
-  return ode_systems.OdeSystem(
-      name="equations", states=states, equations=tuple(ex.to_text(t) for t in trees), params=values,
-      x0=tuple(sim.x0), dt=sim.dt, num_points=sim.num_points, observed=observed, noise=config.problem.noise,
-      noise_scale=sim.noise_scale, rhs=rhs, description="Simulated from sim.equations: " + "; ".join(sim.equations))
+  return problems.system_from_equations(
+      sim.equations, sim.params, x0=sim.x0, observed=sim.observed, dt=sim.dt, num_points=sim.num_points,
+      noise=config.problem.noise, noise_scale=sim.noise_scale,
+      description="Simulated from sim.equations: " + "; ".join(sim.equations))
 
 
 def states_of(config) -> tuple[str, ...]:
@@ -123,8 +116,32 @@ def states_of(config) -> tuple[str, ...]:
   return tuple(system_of(config).states)
 
 
-def read_csv(config) -> csv.CsvData:
-  return csv.read_csv(config.data.path, time_column=config.data.time_column, states=config.data.states)
+def read_csv(config) -> timeseries.CsvData:
+  """The user's file of ``task=csv`` (``data.path``, ``data.time_column``, ``data.states``).
+
+  Raises:
+    timeseries.CsvError: naming the file and the place; its ``key`` is the config key at fault.
+  """
+  data = config.data
+  try:
+    if not data.path:
+      raise timeseries.CsvError("task=csv needs a file (--config.data.path=<file.csv>)")
+    return timeseries.read_csv(data.path, time_column=data.time_column, states=data.states)
+  except timeseries.CsvError as e:
+    e.key = f"data.{e.key}"
+    raise
+
+
+def check_fit_rows(d: timeseries.CsvData, num_fit: int, path: str):
+  """Named problems of a training window that cannot be fitted (each yields ``(key, message)``)."""
+  if not 3 <= num_fit < len(d.y):
+    yield "num_fit", (f"{num_fit} training rows; {path} has {len(d.y)} grid rows (need 3 <= num_fit < "
+                      f"{len(d.y)}; the rest are held out)")
+    return
+  for o, s in enumerate(d.states):
+    if not np.isfinite(d.y[:num_fit, o]).any():
+      yield "num_fit", f"{path}: column {s!r} has no observations in the {num_fit} fitted rows"
+      return
 
 
 def library_of(config, states) -> tuple[str, ...]:
@@ -145,25 +162,6 @@ def num_rows(config) -> Optional[int]:
   return system_of(config).num_points
 
 
-def _unit_coefficients(system: ode_systems.OdeSystem) -> dict:
-  """The true equations with a parameter (true value 1) on every parameter-free term.
-
-  Library bodies carry a positive parameter each, so a term such as ``v`` is
-  the body ``a*v`` with ``a = 1``.
-  """
-  eqs, params = {}, dict(system.params)
-  for state, text in zip(system.states, system.equations):
-    terms = []
-    for sign, body in ex.split_terms(ex.parse(text, states=system.states, params=tuple(system.params))):
-      if not ex.params_of(body):
-        name = f"unit{len(params)}"
-        params[name] = 1.0
-        body = ex.BinOp("mul", ex.Sym("param", name), body)
-      terms.append(("-" if sign < 0 else "+") + "(" + ex.to_text(body) + ")")
-    eqs[state] = " ".join(terms) if terms else "0"
-  return {"equations": eqs, "params": params}
-
-
 def _simulated(config) -> Task:
   """Any system of ``envs.ode_systems.SYSTEMS``; logs every default that overrides the system's own values."""
   system = system_of(config)
@@ -177,26 +175,22 @@ def _simulated(config) -> Task:
   if config.problem.noise != system.noise:
     logging.warning("problem.noise=%r fits %s's %s noise (sim.allow_noise_mismatch=True)", config.problem.noise,
                     system.name, system.noise)
-  y, _ = ode_systems.simulate(jax.random.key(config.sim.data_seed), system, num_points=num_points,
-                              noise_scale=config.sim.noise_scale or None)
-  y = np.asarray(y, np.float64)
-  x0 = np.asarray(system.x0, np.float64)
+  spec = _spec(config, system.states, system.observed, system.dt)
+  data = problems.simulate(jax.random.key(config.sim.data_seed), system, spec, num_points=num_points,
+                           noise_scale=config.sim.noise_scale or None)
   latent = [i for i in range(len(system.states)) if i not in system.observed]
   if config.problem.init == "fixed":
     logging.info("problem.init='fixed': the initial states are %s's true x0 %s", system.name, list(system.x0))
-  else:
-    x0[list(system.observed)] = y[0]
-    if latent:
-      logging.info("the x0 prior of the latent states %s is centred on the true x0", [system.states[i] for i in latent])
-  spec = _spec(config, system.states, system.observed, system.dt)
-  data = mdl.Data(jnp.asarray(y, jnp.float32), jnp.asarray(x0, jnp.float32))
+  elif latent:
+    logging.info("the x0 prior of the latent states %s is centred on the true x0", [system.states[i] for i in latent])
+  y = np.asarray(data.y, np.float64)
   names = tuple(system.states[i] for i in system.observed)
   times = np.arange(len(y)) * system.dt
   desc = (system.description or f"Simulated system {system.name}.") + " Training rows:\n" + _table_text(
       names, times, y, min(config.num_fit, len(y)))
   return Task(config.task, f"simulated_{system.name}", f"simulated by envs.ode_systems.SYSTEMS[{system.name!r}]",
               tuple(system.states), tuple(system.observed), names, spec, data, times, "time", config.num_fit,
-              _unit_coefficients(system), desc)
+              problems.unit_coefficients(system), desc)
 
 
 def _csv(config) -> Task:
@@ -204,7 +198,7 @@ def _csv(config) -> Task:
   d = read_csv(config)
   path = config.data.path
   states = d.states + tuple(config.data.latent)
-  x0 = np.concatenate([csv.first_values(d), np.asarray(config.data.latent_x0, np.float64)])
+  x0 = np.concatenate([timeseries.first_values(d), np.asarray(config.data.latent_x0, np.float64)])
   spec = _spec(config, states, range(len(d.states)), d.dt)
   data = mdl.Data(jnp.asarray(d.y, jnp.float32), jnp.asarray(x0, jnp.float32))
   name = os.path.splitext(os.path.basename(path))[0]
@@ -251,8 +245,4 @@ def truth_structure(task: Task, library: st.Library) -> Optional[st.Structure]:
   """The true structure in ``library``'s terms (None for real data or if it is outside the library)."""
   if task.truth is None:
     return None
-  scratch = st.Library(library.states, library.keys, limits=library.limits)
-  m = st.from_equations(task.truth["equations"], scratch)
-  if len(scratch) != len(library):
-    return None
-  return m
+  return problems.truth_structure(task.truth["equations"], library)

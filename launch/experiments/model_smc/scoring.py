@@ -2,7 +2,7 @@
 
 Every method -- the particle mixture, the top structure, the visited-set
 posterior, N = 1 hill climbing and PySINDy -- is scored on the same held-out
-rows with the same predictive metrics (:mod:`launch.experiments.model_smc_report`).
+rows with the same predictive metrics (:mod:`launch.experiments.model_smc.report`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from absl import logging
 import jax
 import numpy as np
 
-from launch.experiments import model_smc_intervals as intervals_lib
-from launch.experiments import model_smc_report as report
-from launch.experiments import model_smc_sampler as sampler
-from launch.experiments import model_smc_tasks as tasks
-from methods.common import hparams
+from launch.configs import model_smc as smc_config
+from launch.experiments.model_smc import intervals as intervals_lib
+from launch.experiments.model_smc import report
+from launch.experiments.model_smc import sampler
+from launch.experiments.model_smc import tasks
 from methods.model_smc import expr as ex
 from methods.model_smc import posterior as post
 from methods.model_smc import reference
@@ -31,8 +31,8 @@ def hill_climb(config, task, evaluator, grammar, budget: int) -> dict:
   """N = 1 hill climbing with ``budget`` proposals (the sampler's own count)."""
   t0 = time.perf_counter()
   library = evaluator.library
-  start = st.sample_prior(smc.host_rng(jax.random.key(config.seed + 1)), len(library), len(library.states),
-                          p_include=config.smc.p_include, max_terms=config.smc.max_terms)
+  prior = smc_config.SECTIONS.build(config, st.PriorConfig)
+  start = prior.sample(smc.host_rng(jax.random.key(config.seed + 1)), len(library), len(library.states))
   propose = sampler.proposer(config, task, evaluator, grammar)
   chunk = evaluator.batch_size if config.proposal == "grammar" else 1
   res = reference.hill_climb(jax.random.key(config.seed + 2), evaluator, propose, budget=budget, start=start,
@@ -47,9 +47,10 @@ def hill_climb(config, task, evaluator, grammar, budget: int) -> dict:
 def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optional[dict]) -> dict:
   """Scores every method on the held-out rows; parameter intervals (section ``posterior``); figures; results."""
   key = jax.random.key(config.seed + 3)
-  intervals = intervals_lib.ParameterIntervals(evaluator, hparams.from_config(post.PosteriorConfig, config.posterior),
+  intervals = intervals_lib.ParameterIntervals(evaluator, smc_config.SECTIONS.build(config, post.PosteriorConfig),
                                                jax.random.key(config.seed + 4))
-  top_keys = list(sampled.mass)[:config.predictive.top_k]
+  top_k = config.predictive.top_k
+  top_keys = list(sampled.mass)[:top_k]
   by_key = sampled.by_key(evaluator.library)
   top = [by_key[k] for k in top_keys]
   masses = [sampled.mass[k] for k in top_keys]
@@ -58,10 +59,14 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
   top_rows = []
   for m, mass, scores in zip(top, masses, mixture["per_structure"]):
     top_rows.append({"mass": mass, **report.describe(evaluator, m, intervals), **scores})
+  if config.algorithm == "tempered":
+    num_particles = smc_config.SECTIONS.build(config, smc.TemperingConfig).num_particles
+  else:
+    num_particles = smc_config.SECTIONS.build(config, reference.ReferenceConfig).num_particles
   results = {
       "experiment": "model_smc", "task": task.name, "dataset": task.dataset, "citation": task.citation,
       "algorithm": config.algorithm, "proposal": config.proposal, "evidence": config.fit.evidence,
-      "num_particles": config.smc.num_particles if config.algorithm == "tempered" else config.reference.num_particles,
+      "num_particles": num_particles,
       "states": list(task.states), "observed": list(task.observed_names),
       "rows": {"fit": task.num_fit, "heldout": task.num_points - task.num_fit,
                "times": np.asarray(task.times).tolist()},
@@ -71,7 +76,7 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
               "fits": sampled.fits, "wall_time_s": sampled.elapsed, "rejections": sampled.rejections,
               "top": top_rows, "mixture": {k: v for k, v in mixture.items() if k != "per_structure"},
               "runs": [{**{k: v for k, v in r.items() if k != "mass"},
-                        "mass": dict(list(r["mass"].items())[:config.predictive.top_k])} for r in sampled.runs],
+                        "mass": dict(list(r["mass"].items())[:top_k])} for r in sampled.runs],
               "diagnostics": sampled.diagnostics},
       "fit_health": sampled.fit_health,
       "init_scale": task.spec.init_scale,
@@ -85,49 +90,63 @@ def finish(config, ctx, task, evaluator, sampled: sampler.Sampled, hill: Optiona
   if top_rows:
     results["comparison"]["ModelSMC (top structure)"] = pick(top_rows[0])
   if sampled.visited:
-    visited = sampled.visited["mass"]
-    for row in top_rows:
-      row["visited_mass"] = visited.get(row["key"], 0.0)
-    v_keys = list(visited)[:config.predictive.top_k]
-    v_structs = [st.from_key(k, evaluator.library) for k in v_keys]
-    v_mix = report.predictive_scores(jax.random.fold_in(key, 2), evaluator, v_structs, [visited[k] for k in v_keys],
-                                     **kw)
-    results["visited"] = {
-        "num_structures": sampled.visited["num_structures"],
-        "top": [{"key": k, "mass": visited[k], **report.describe(evaluator, m, intervals), **sc}
-                for k, m, sc in zip(v_keys, v_structs, v_mix["per_structure"])],
-        "mixture": {k: v for k, v in v_mix.items() if k not in ("per_structure", "bands")},
-    }
-    results["comparison"]["ModelSMC (visited-set posterior)"] = pick(v_mix)
+    _score_visited(results, jax.random.fold_in(key, 2), evaluator, sampled.visited, top_rows, intervals, top_k, kw)
   if hill is not None:
-    h = report.predictive_scores(jax.random.fold_in(key, 1), evaluator, [hill["structure"]], [1.0], **kw)
-    results["hill_climb"] = {**report.describe(evaluator, hill["structure"], intervals), "proposals": hill["proposals"],
-                             "accepted": hill["accepted"], "trace": hill["trace"], "rejections": hill["rejections"],
-                             "wall_time_s": hill["wall_time_s"], **pick(h), "median": h["bands"]["median"]}
-    results["comparison"][f"hill climbing (N=1, {hill['proposals']} proposals)"] = pick(h)
-  sindy_median = None
-  if "sindy" in config.baselines:
-    t0 = time.perf_counter()
-    y = np.asarray(task.data.y, np.float64)
-    try:
-      sf = sindy.fit(y, dt=task.spec.dt, num_fit=task.num_fit, num_points=task.num_points,
-                     states=task.observed_names, threshold=config.sindy.threshold, degree=config.sindy.degree,
-                     noise=task.spec.noise, noise_offset=task.spec.noise_offset)
-      scores = report.sindy_scores(sf, y, task.num_fit, noise=task.spec.noise, noise_offset=task.spec.noise_offset,
-                                   num_samples=config.predictive.num_samples, seed=config.seed)
-      sindy_median = scores.pop("median")
-      results["sindy"] = {"equations": sf.equations, "sigma": sf.sigma.tolist(), "num_terms": sf.num_terms,
-                          "wall_time_s": time.perf_counter() - t0, **scores}
-      results["comparison"][f"PySINDy (STLSQ, degree-{config.sindy.degree} library)"] = pick(scores)
-    except ValueError as e:
-      logging.warning("[model_smc %s] PySINDy baseline not scored: %s", config.task, e)
-      results["sindy"] = {"error": str(e)}
+    _score_hill(results, jax.random.fold_in(key, 1), evaluator, hill, intervals, kw)
+  sindy_median = _score_sindy(results, config, task) if "sindy" in config.baselines else None
   if task.truth is not None:
     results["truth"] = truth(task, evaluator, sampled, intervals)
   y = np.asarray(task.data.y, np.float64)
   report.make_figures(results, ctx.writer, y, np.asarray(task.times), task.time_label, task.observed_names,
                       sindy_median)
   return results
+
+
+def _score_visited(results, key, evaluator, visited_summary, top_rows, intervals, top_k: int, kw) -> None:
+  """The visited-set posterior's top structures and their mixture (into ``results``)."""
+  visited = visited_summary["mass"]
+  for row in top_rows:
+    row["visited_mass"] = visited.get(row["key"], 0.0)
+  v_keys = list(visited)[:top_k]
+  v_structs = [st.from_key(k, evaluator.library) for k in v_keys]
+  v_mix = report.predictive_scores(key, evaluator, v_structs, [visited[k] for k in v_keys], **kw)
+  results["visited"] = {
+      "num_structures": visited_summary["num_structures"],
+      "top": [{"key": k, "mass": visited[k], **report.describe(evaluator, m, intervals), **sc}
+              for k, m, sc in zip(v_keys, v_structs, v_mix["per_structure"])],
+      "mixture": {k: v for k, v in v_mix.items() if k not in ("per_structure", "bands")},
+  }
+  results["comparison"]["ModelSMC (visited-set posterior)"] = pick(v_mix)
+
+
+def _score_hill(results, key, evaluator, hill: dict, intervals, kw) -> None:
+  """Hill climbing's structure, scored like the others (into ``results``)."""
+  h = report.predictive_scores(key, evaluator, [hill["structure"]], [1.0], **kw)
+  results["hill_climb"] = {**report.describe(evaluator, hill["structure"], intervals), "proposals": hill["proposals"],
+                           "accepted": hill["accepted"], "trace": hill["trace"], "rejections": hill["rejections"],
+                           "wall_time_s": hill["wall_time_s"], **pick(h), "median": h["bands"]["median"]}
+  results["comparison"][f"hill climbing (N=1, {hill['proposals']} proposals)"] = pick(h)
+
+
+def _score_sindy(results, config, task) -> Optional[list]:
+  """PySINDy's fit and scores (into ``results``); returns its median forecast for the figure (None if it failed)."""
+  t0 = time.perf_counter()
+  y = np.asarray(task.data.y, np.float64)
+  try:
+    sf = sindy.fit(y, dt=task.spec.dt, num_fit=task.num_fit, num_points=task.num_points,
+                   states=task.observed_names, threshold=config.sindy.threshold, degree=config.sindy.degree,
+                   noise=task.spec.noise, noise_offset=task.spec.noise_offset)
+    scores = report.sindy_scores(sf, y, task.num_fit, noise=task.spec.noise, noise_offset=task.spec.noise_offset,
+                                 num_samples=config.predictive.num_samples, seed=config.seed)
+  except ValueError as e:
+    logging.warning("[model_smc %s] PySINDy baseline not scored: %s", config.task, e)
+    results["sindy"] = {"error": str(e)}
+    return None
+  sindy_median = scores.pop("median")
+  results["sindy"] = {"equations": sf.equations, "sigma": sf.sigma.tolist(), "num_terms": sf.num_terms,
+                      "wall_time_s": time.perf_counter() - t0, **scores}
+  results["comparison"][f"PySINDy (STLSQ, degree-{config.sindy.degree} library)"] = pick(scores)
+  return sindy_median
 
 
 def pick(scores: dict) -> dict:

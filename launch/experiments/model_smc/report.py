@@ -8,7 +8,7 @@ structures by posterior mass (each with its Laplace parameter posterior);
 hill climbing uses its single structure (with its Laplace posterior);
 SINDy is a point forecast plus the fitted noise. Parameter intervals (Laplace
 or MALA, config section ``posterior``) are computed by
-:mod:`launch.experiments.model_smc_intervals`.
+:mod:`launch.experiments.model_smc.intervals`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from typing import Optional, Sequence
 import jax
 import numpy as np
 
-from launch.experiments import model_smc_intervals as intervals_lib
+from launch.experiments.model_smc import intervals as intervals_lib
 from methods.model_smc import llm as llm_lib
 from methods.model_smc import predictive
+from methods.model_smc import sindy
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
 
@@ -106,8 +107,6 @@ def _scores(samples, weights, y_true, num_fit, lpd) -> dict:
 def sindy_scores(fit_, y_true: np.ndarray, num_fit: int, *, noise: str, noise_offset: float, num_samples: int,
                  seed: int) -> dict:
   """SINDy's held-out density and coverage (same definitions)."""
-  from methods.model_smc import sindy  # pylint: disable=g-import-not-at-top
-
   lpd = sindy.log_density(fit_, y_true, num_fit, len(y_true), noise=noise, noise_offset=noise_offset)
   samples = sindy.predictive_samples(seed, fit_, num_samples, noise=noise, noise_offset=noise_offset)
   samples = np.where(np.isfinite(samples), samples, np.nan)
@@ -314,6 +313,7 @@ def markdown_table(results: dict) -> str:
 def make_figures(results: dict, writer, y: np.ndarray, times: np.ndarray, time_label: str,
                  names: Sequence[str], sindy_median: Optional[np.ndarray] = None) -> None:
   """``predictive_bands.png``, ``posterior_mass.png`` and ``diagnostics.png``."""
+  # matplotlib (heavy, and only needed to draw) is imported when the figures are made.
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")

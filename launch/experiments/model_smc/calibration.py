@@ -19,20 +19,18 @@ coverage is *calibrated* when it lies within ``num_se`` standard errors of
 the nominal level. A parameter without an interval (failed fit, or a
 Hessian that is not positive definite) counts as not covered.
 
-  python -m launch.experiments.model_smc_calibration --out=runs/calibration
+  python -m launch.main --config=launch/configs/model_smc_calibration.py:cpu \
+      --workdir=runs/model_smc_calibration
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 import zlib
 from typing import NamedTuple
 
-from absl import app
-from absl import flags
 from absl import logging
 import jax
 import jax.numpy as jnp
@@ -40,54 +38,25 @@ import ml_collections
 import numpy as np
 
 from envs import ode_systems
-from launch import config_schema as cs
-from launch.configs import common
 from launch.configs import model_smc as smc_config
 from launch.configs import model_smc_calibration as cal_config
-from launch.experiments import model_smc_tasks as tasks
+from launch.configs.model_smc_calibration import RunConfig
+from launch.experiments.model_smc import tasks
 from launch.runtime import Context
 from launch.runtime import Experiment
-from methods.common import hparams
 from methods.model_smc import expr as ex
 from methods.model_smc import fit as fit_lib
 from methods.model_smc import model as mdl
 from methods.model_smc import posterior as post
 from methods.model_smc import structure as st
 
-F = hparams.field
 GROUPS = ("rates", "noise", "initial")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig(hparams.Hyperparameters):
-  """The study's own keys (the sampler's are section ``posterior``)."""
-
-  systems: tuple[str, ...] = F(("lotka_volterra", "sir", "damped_oscillator", "toggle_switch", "monod_uptake"),
-                               "Simulated systems (keys of envs.ode_systems.SYSTEMS).",
-                               choices=tuple(ode_systems.SYSTEMS), nonempty=True, unique=True)
-  num_datasets: int = F(64, "Simulated datasets per system (true parameters fixed, noise redrawn).", low=2)
-  levels: tuple[float, ...] = F((0.5, 0.9), "Central interval levels.", low=0, high=1, low_open=True,
-                                high_open=True, nonempty=True, unique=True)
-  model_preset: str = F("cpu", "Preset of launch/configs/model_smc.py whose problem and fit sections are used.",
-                        choices=common.PRESETS)
-  chunk_size: int = F(32, "Datasets per compiled call (the last chunk is padded).", low=1)
-  num_se: float = F(4.0, "A coverage is calibrated when within this many standard errors of nominal.",
-                    low=0, low_open=True)
-
-
-SECTIONS = (("", RunConfig), ("posterior", post.PosteriorConfig))
 
 
 class Progress(NamedTuple):
   """Checkpointed run state: systems done (their results ride in the checkpoint's metadata)."""
 
   systems_done: jax.Array
-
-
-def schema() -> cs.Schema:
-  constraints = {**common.BASE_CONSTRAINTS, "experiment": cs.OneOf(("model_smc_calibration",))}
-  return cs.Schema(cal_config.get_config(), constraints, checks=(common.mesh_check,),
-                   sections=tuple(cs.Section(p, c) for p, c in SECTIONS))
 
 
 # ----------------------------------------------------------------------------
@@ -205,7 +174,7 @@ def setup_system(name: str, rc: RunConfig, seed: int) -> Setup:
   noise_scale = float(mcfg.sim.noise_scale or system.noise_scale)
   library, m = true_structure(task)
   model = mdl.StructuredModel(library.bodies, task.spec)
-  fcfg = hparams.from_config(fit_lib.FitConfig, mcfg.fit, num_fit=mcfg.num_fit)
+  fcfg = smc_config.fit_config(mcfg)
   index = truth_index(task, system, library, model, noise_scale)
   n = rc.num_datasets
   key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
@@ -293,8 +262,8 @@ def calibrate_system(name: str, rc: RunConfig, hp: post.PosteriorConfig, seed: i
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs every system (resuming after the last finished one); returns ``results.json``'s content."""
-  rc = hparams.from_config(RunConfig, config)
-  hp = hparams.from_config(post.PosteriorConfig, config.posterior)
+  rc = cal_config.SECTIONS.build(config, RunConfig)
+  hp = cal_config.SECTIONS.build(config, post.PosteriorConfig)
   _, _, meta = ctx.restore_or(Progress(jnp.zeros((), jnp.int32)))
   done = list(meta["systems"]) if meta else []
   for i, name in enumerate(rc.systems):
@@ -377,31 +346,9 @@ def markdown_table(results: dict) -> str:
 
 
 EXPERIMENT = Experiment(
-    name="model_smc_calibration",
+    declaration=cal_config.SECTIONS,
     get_config=cal_config.get_config,
-    schema=schema,
     run=run,
     summary=format_table,
     markdown=markdown_table,
 )
-
-
-# ----------------------------------------------------------------------------
-# Script: python -m launch.experiments.model_smc_calibration --out=runs/calibration
-
-
-def main(argv):
-  del argv
-  from launch import runner  # pylint: disable=g-import-not-at-top
-
-  config = cal_config.get_config(flags.FLAGS.preset)
-  results = runner.run(config, flags.FLAGS.out, log_summary=False)
-  with open(os.path.join(flags.FLAGS.out, "calibration.md"), "w") as f:
-    f.write(markdown_table(results))
-  print(format_table(results), flush=True)
-
-
-if __name__ == "__main__":
-  flags.DEFINE_string("out", "runs/calibration", "Output directory (results.json, calibration.md; resumable).")
-  flags.DEFINE_string("preset", "cpu", "Preset of launch/configs/model_smc_calibration.py (smoke, cpu, paper).")
-  app.run(main)

@@ -18,14 +18,15 @@ from absl import logging
 import jax
 import numpy as np
 
-from launch.experiments import model_smc_report as report
+from launch.experiments.model_smc import report
 from methods.model_smc import smc
 from methods.model_smc import structure as st
 
 
-def run_exact(config, ctx, task, evaluator, grammar, cfg: smc.SMCConfig) -> dict:
+def run_exact(config, ctx, task, evaluator, grammar, *, prior: st.PriorConfig, tempering: smc.TemperingConfig,
+              final: smc.FinalConfig) -> dict:
   """Brute force over the whole space, then ``exact.repeats`` SMC runs."""
-  space = st.enumerate_space(len(evaluator.library), len(evaluator.library.states), config.smc.max_terms)
+  space = st.enumerate_space(len(evaluator.library), len(evaluator.library.states), prior.max_terms)
   repeats = config.exact.repeats
   step, arrays, meta = ctx.restore_or({"freqs": np.zeros((repeats, len(space))),
                                        "log_norm": np.zeros((repeats,))})
@@ -34,8 +35,7 @@ def run_exact(config, ctx, task, evaluator, grammar, cfg: smc.SMCConfig) -> dict
   t0 = time.perf_counter()
   log_z = evaluator.evaluate(space)
   k_all = len(evaluator.library)
-  lp = np.array([st.log_prior(m, k_all, p_include=config.smc.p_include, max_terms=config.smc.max_terms)
-                 for m in space])
+  lp = np.array([prior.log_prior(m, k_all) for m in space])
   joint = lp + log_z
   log_norm_exact = float(np.logaddexp.reduce(joint))
   exact = np.exp(joint - log_norm_exact)
@@ -45,15 +45,16 @@ def run_exact(config, ctx, task, evaluator, grammar, cfg: smc.SMCConfig) -> dict
   log_norms = np.asarray(arrays["log_norm"], np.float64)
   iterations = list(meta["iterations"]) if meta else []
   for r in range(step, repeats):
-    final = smc.run(jax.random.fold_in(jax.random.key(config.seed), r), evaluator, grammar, cfg)
-    for k, v in smc.run_mass(final, evaluator.key).items():
+    state = smc.run(jax.random.fold_in(jax.random.key(config.seed), r), evaluator, grammar, prior=prior,
+                    tempering=tempering, final=final)
+    for k, v in smc.run_mass(state, evaluator.key).items():
       freqs[r, index[k]] = v
-    log_norms[r] = final.log_normalizer
-    iterations.append(final.iteration)
-    ctx.writer.log(r + 1, log_normalizer=final.log_normalizer, iterations=final.iteration,
+    log_norms[r] = state.log_normalizer
+    iterations.append(state.iteration)
+    ctx.writer.log(r + 1, log_normalizer=state.log_normalizer, iterations=state.iteration,
                    map_mass=float(freqs[r, int(np.argmax(exact))]))
     logging.info("[model_smc exact] run %d/%d: %d tempering steps, log normaliser %.3f", r + 1, repeats,
-                 final.iteration, final.log_normalizer)
+                 state.iteration, state.log_normalizer)
     ctx.save(r + 1, {"freqs": freqs, "log_norm": log_norms},
              {"evaluator": evaluator.state_dict(), "iterations": iterations}, force=r + 1 == repeats)
   mean = freqs.mean(0)
@@ -67,7 +68,7 @@ def run_exact(config, ctx, task, evaluator, grammar, cfg: smc.SMCConfig) -> dict
   results = {
       "experiment": "model_smc", "task": task.name, "dataset": task.dataset, "citation": task.citation,
       "algorithm": config.algorithm, "proposal": config.proposal, "evidence": config.fit.evidence,
-      "num_particles": config.smc.num_particles, "states": list(task.states), "library": list(evaluator.library.keys),
+      "num_particles": tempering.num_particles, "states": list(task.states), "library": list(evaluator.library.keys),
       "exact": {
           "num_structures": len(space), "repeats": repeats, "table": table,
           "max_abs_z": float(np.max(np.abs(z[relevant]))) if relevant.any() else 0.0,

@@ -20,38 +20,39 @@ from absl import logging
 import ml_collections
 import numpy as np
 
-from envs import ode_systems
-from launch import config_schema as cs
+from datasets import timeseries
 from launch import mesh as mesh_lib
-from launch.configs import common
 from launch.configs import model_smc as smc_config
-from launch.experiments import model_smc_csv as csv
-from launch.experiments import model_smc_exact
-from launch.experiments import model_smc_report as report
-from launch.experiments import model_smc_sampler as sampler
-from launch.experiments import model_smc_scoring as scoring
-from launch.experiments import model_smc_tasks as tasks
+from launch.experiments.model_smc import exact as exact_lib
+from launch.experiments.model_smc import report
+from launch.experiments.model_smc import sampler
+from launch.experiments.model_smc import scoring
+from launch.experiments.model_smc import tasks
 from launch.runtime import Context, Experiment
-from methods.common import hparams
+from methods.model_smc import codec
 from methods.model_smc import expr as ex
-from methods.model_smc import fit as fit_lib
 from methods.model_smc import grammar as grammar_lib
+from methods.model_smc import smc
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
 
 
 # ----------------------------------------------------------------------------
 # Validation: every key's type, range and choices come from the declarations
-# (launch/configs/model_smc.py SECTIONS); the checks below need the task's data.
+# (launch/configs/model_smc.py SECTIONS, with the checks that need only the
+# config); the checks below need the task's data.
 
 
 def _csv_checks(config):
   """The user's file: named errors before any fit (``(key, message)``)."""
   try:
     d = tasks.read_csv(config)
-    csv.check_fit_rows(d, config.num_fit, config.data.path)
-  except csv.CsvError as e:
+  except timeseries.CsvError as e:
     yield e.key, str(e)
+    return
+  problems = list(tasks.check_fit_rows(d, config.num_fit, config.data.path))
+  if problems:
+    yield from problems
     return
   for s in config.data.latent:
     if s in d.states or not s.isidentifier():
@@ -68,13 +69,14 @@ def _csv_checks(config):
                     reverse=True)
   except ex.UnsafeExpression:
     return  # named per body below
-  largest = len(states) * sum(counts[:config.smc.max_terms]) + len(d.states)
+  max_terms = smc_config.SECTIONS.build(config, st.PriorConfig).max_terms
+  largest = len(states) * sum(counts[:max_terms]) + len(d.states)
   largest += len(states) if config.problem.init == "fit" else 0
   seen = int(np.isfinite(d.y[:config.num_fit]).sum())
   if seen < largest:
     yield "num_fit", (f"the {config.num_fit} fitted rows hold {seen} observations, fewer than the {largest} parameters "
-                      f"of the largest structure (smc.max_terms={config.smc.max_terms} terms per equation, noise "
-                      "and initial states); add rows or shrink the library / smc.max_terms")
+                      f"of the largest structure (prior.max_terms={max_terms} terms per equation, noise "
+                      "and initial states); add rows or shrink the library / prior.max_terms")
 
 
 def _checks(config):
@@ -84,20 +86,6 @@ def _checks(config):
     yield from problems
     if problems:
       return
-  if config.sim.equations and config.task != "sim":
-    yield "sim.equations", f"simulated equations run with task=sim (task is {config.task!r})"
-  if config.task not in tasks.REAL and not (config.task == "sim" and config.sim.equations):
-    if config.sim.system not in ode_systems.SYSTEMS:
-      return  # named by the sim section's own check
-    expected = smc_config.SIMULATED.get(config.task)
-    if expected is not None and config.sim.system != expected:
-      yield "sim.system", f"task {config.task!r} simulates {expected!r}; use task=sim,system={config.sim.system}"
-      return
-    system = ode_systems.SYSTEMS[config.sim.system]
-    if config.problem.noise != system.noise and not config.sim.allow_noise_mismatch:
-      yield "problem.noise", (f"{config.problem.noise!r} observation model, but {system.name!r} is simulated with "
-                              f"{system.noise} noise; set problem.noise={system.noise!r} (or "
-                              "sim.allow_noise_mismatch=True to fit the wrong model on purpose)")
   rows = tasks.num_rows(config) if config.task != "csv" else None
   if rows is not None and not 3 <= config.num_fit < rows:
     yield "num_fit", f"{config.num_fit} training rows; task {config.task!r} has {rows} rows (need 3 <= num_fit < {rows})"
@@ -117,30 +105,8 @@ def _checks(config):
     seen.add(key)
 
 
-def _sections() -> tuple[cs.Section, ...]:
-  out = []
-  for prefix, cls in smc_config.SECTIONS:
-    if cls is fit_lib.FitConfig:
-      out.append(cs.Section(prefix, cls, build=lambda c: [fit_config(c)]))
-    elif prefix in ("problem", "reference"):
-      out.append(cs.Section(prefix, cls, build=lambda c: []))  # built with the task's data / the smc keys
-    else:
-      out.append(cs.Section(prefix, cls))
-  return tuple(out)
-
-
-def schema() -> cs.Schema:
-  constraints = {**common.BASE_CONSTRAINTS, "experiment": cs.OneOf(("model_smc",))}
-  return cs.Schema(smc_config.get_config(), constraints, sections=_sections(),
-                   checks=(common.mesh_check, lambda c: list(_checks(c))))
-
-
 # ----------------------------------------------------------------------------
 # Set-up and run.
-
-
-def fit_config(config) -> fit_lib.FitConfig:
-  return hparams.from_config(fit_lib.FitConfig, config.fit, num_fit=config.num_fit)
 
 
 def make_evaluator(config, task: tasks.Task, library: st.Library, mesh) -> Evaluator:
@@ -151,7 +117,7 @@ def make_evaluator(config, task: tasks.Task, library: st.Library, mesh) -> Evalu
   def place(x):
     return mesh_lib.global_array(x.shape, sharding, lambda idx: x[idx])
 
-  return Evaluator(library, task.spec, fit_config(config), task.data, seed=config.seed, batch_size=batch,
+  return Evaluator(library, task.spec, smc_config.fit_config(config), task.data, seed=config.seed, batch_size=batch,
                    place=place, to_host=mesh_lib.to_host)
 
 
@@ -162,10 +128,12 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
                task.spec.init_scale, config.problem.init, config.problem.init_space, config.problem.noise)
   library = st.Library(task.states, tasks.library_of(config, task.states))
   evaluator = make_evaluator(config, task, library, ctx.mesh)
-  grammar = grammar_lib.GrammarProposal(library, max_terms=config.smc.max_terms, move_probs=config.smc.move_probs)
+  prior = smc_config.SECTIONS.build(config, st.PriorConfig)
+  grammar = grammar_lib.GrammarProposal(library, max_terms=prior.max_terms, move_probs=prior.move_probs)
   if config.task == "exact":
-    return model_smc_exact.run_exact(config, ctx, task, evaluator, grammar,
-                                     hparams.from_config(sampler.smc.SMCConfig, config.smc))
+    return exact_lib.run_exact(config, ctx, task, evaluator, grammar, prior=prior,
+                               tempering=smc_config.SECTIONS.build(config, smc.TemperingConfig),
+                               final=smc_config.SECTIONS.build(config, smc.FinalConfig))
 
   alg = sampler.algorithm(config, task, evaluator, grammar)
   step, arrays, meta = ctx.restore_or(alg.template())
@@ -183,27 +151,27 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   hill = None
   if "hill_climb" in config.baselines:
     if done and meta.get("hill") is not None:
-      hill = dict(meta["hill"], structure=sampler.decode_structure(meta["hill"]["structure"], library))
+      hill = dict(meta["hill"], structure=codec.decode_structure(meta["hill"]["structure"], library))
     else:
       hill = scoring.hill_climb(config, task, evaluator, grammar, sampled.proposals)
   if not done and config.algorithm == "tempered":  # after the baselines: their structures are in the visited set
-    sampled = sampled._replace(visited=sampler.visited_summary(config, evaluator),
-                               mixing=sampler.mixing_check(config, evaluator, sampled, hill))
+    sampled = sampled._replace(visited=sampler.visited_summary(evaluator, prior),
+                               mixing=sampler.mixing_check(evaluator, prior, sampled, hill))
   if not done:
     done_meta = {
         "stage": "done", "library": list(library.keys), "evaluator": evaluator.state_dict(),
         "sampled": sampled.encode(library),
-        "hill": None if hill is None else {**hill, "structure": sampler.encode_structure(hill["structure"], library)},
+        "hill": None if hill is None else {**hill, "structure": codec.encode_structure(hill["structure"], library)},
     }
     ctx.save(len(sampled.diagnostics) + 1, alg.template(), done_meta, force=True)
   return scoring.finish(config, ctx, task, evaluator, sampled, hill)
 
 
 EXPERIMENT = Experiment(
-    name="model_smc",
+    declaration=smc_config.SECTIONS,
     get_config=smc_config.get_config,
-    schema=schema,
     run=run,
     summary=report.format_table,
     markdown=report.markdown_table,
+    checks=(_checks,),
 )

@@ -5,8 +5,10 @@ reference's evidence-weighted scheme (:mod:`methods.model_smc.reference`) --
 go through one callback: after every iteration it logs the diagnostics and
 checkpoints the sampler's state, typed: the float arrays are a
 :class:`SamplerArrays` (``-inf`` log-weights allowed) and the rest (particles,
-counters) its JSON metadata. The sampler's outcome is a :class:`Sampled`,
-which the final checkpoint stores with :meth:`Sampled.encode`.
+counters) its JSON metadata, by the states' codec
+(:mod:`methods.model_smc.codec`). The sampler's outcome is a
+:class:`Sampled`, which the final checkpoint stores with
+:meth:`Sampled.encode`.
 """
 
 from __future__ import annotations
@@ -20,24 +22,15 @@ import jax
 import numpy as np
 
 from launch import llm_client
+from launch.configs import model_smc as smc_config
 from launch.runtime import Context
-from methods.common import hparams
-from methods.model_smc import expr as ex
+from methods.model_smc import codec
 from methods.model_smc import gradient_matching as gm_lib
 from methods.model_smc import llm as llm_lib
 from methods.model_smc import pooled as pooled_lib
 from methods.model_smc import reference
 from methods.model_smc import smc
 from methods.model_smc import structure as st
-
-
-def encode_structure(m: st.Structure, library: st.Library) -> list:
-  """JSON form of a structure (bodies by canonical text)."""
-  return [[[library.keys[k], s] for k, s in eq] for eq in m.terms]
-
-
-def decode_structure(obj: list, library: st.Library) -> st.Structure:
-  return st.Structure.make([[(library.add(ex.parse(b, states=library.states)), s) for b, s in eq] for eq in obj])
 
 
 class SamplerArrays(NamedTuple):
@@ -89,14 +82,14 @@ class Sampled(NamedTuple):
 
   def encode(self, library: st.Library) -> dict:
     out = self._asdict()
-    out["particles"] = [encode_structure(m, library) for m in self.particles]
+    out["particles"] = [codec.encode_structure(m, library) for m in self.particles]
     out["log_normalizer"] = self.log_normalizer if math.isfinite(self.log_normalizer) else "nan"
     return out
 
   @classmethod
   def decode(cls, obj: dict, library: st.Library) -> "Sampled":
     obj = dict(obj)
-    obj["particles"] = tuple(decode_structure(p, library) for p in obj["particles"])
+    obj["particles"] = tuple(codec.decode_structure(p, library) for p in obj["particles"])
     obj["log_normalizer"] = float(obj["log_normalizer"])
     obj["fitted"] = tuple(obj.get("fitted", ()))
     return cls(**obj)
@@ -116,10 +109,12 @@ class _Algorithm(NamedTuple):
 
 
 def _tempered(config, evaluator, grammar, key) -> _Algorithm:
-  cfg = hparams.from_config(smc.SMCConfig, config.smc)
+  prior = smc_config.SECTIONS.build(config, st.PriorConfig)
+  cfg = smc_config.SECTIONS.build(config, smc.TemperingConfig)
+  final = smc_config.SECTIONS.build(config, smc.FinalConfig)
   lib = evaluator.library
   candidates = gm_lib.candidates(evaluator.model(), evaluator.data, num_rows=evaluator.cfg.fit_rows,
-                                 max_terms=cfg.max_terms, count=cfg.candidates)
+                                 max_terms=prior.max_terms, count=cfg.candidates)
   shape = (cfg.num_runs, cfg.num_particles)
 
   def metrics(info):
@@ -136,25 +131,17 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
   def encode(pooled):
     arrays = SamplerArrays.make(shape)
     runs = []
-    for r, state in enumerate(pooled.runs):
-      arrays.log_weights[r], arrays.log_evidence[r] = state.log_weights, state.log_evidence
-      arrays.beta[r], arrays.log_normalizer[r] = state.beta, state.log_normalizer
-      runs.append({"particles": [encode_structure(m, lib) for m in state.particles], "iteration": state.iteration,
-                   "proposals": state.proposals, "sweeps": state.sweeps, "moves": state.moves,
-                   "elites": None if state.elites is None else [encode_structure(m, lib) for m in state.elites],
-                   "final_mass": [[[encode_structure(m, lib), v] for m, v in sweep] for sweep in state.final_mass]})
+    for r, state in enumerate(pooled.runs):  # run r's arrays are row r
+      run_arrays, run_meta = codec.encode_smc(state, lib)
+      for name, value in run_arrays.items():
+        getattr(arrays, name)[r] = value
+      runs.append(run_meta)
     return arrays, {"runs": runs}
 
   def decode(arrays, s):
-    runs = []
-    for r, d in enumerate(s["runs"]):
-      elites = None if d["elites"] is None else tuple(decode_structure(p, lib) for p in d["elites"])
-      runs.append(smc.SMCState(
-          tuple(decode_structure(p, lib) for p in d["particles"]), np.array(arrays.log_weights[r], np.float64),
-          np.array(arrays.log_evidence[r], np.float64), float(arrays.beta[r]), float(arrays.log_normalizer[r]),
-          int(d["iteration"]), int(d["proposals"]), elites, int(d["sweeps"]), float(d["moves"]),
-          tuple(tuple((decode_structure(p, lib), float(v)) for p, v in sweep) for sweep in d.get("final_mass", ()))))
-    return pooled_lib.PooledState(tuple(runs))
+    return pooled_lib.PooledState(tuple(
+        codec.decode_smc({name: getattr(arrays, name)[r] for name in codec.SMC_ARRAYS}, d, lib)
+        for r, d in enumerate(s["runs"])))
 
   def fraction(pooled):
     if not pooled.runs:
@@ -164,15 +151,15 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
 
   return _Algorithm(
       num_particles=cfg.num_particles, template=lambda: SamplerArrays.make(shape),
-      run=lambda state, cb: pooled_lib.run_pooled(key, evaluator, grammar, cfg, state=state, callback=cb,
-                                                  candidates=candidates),
-      fraction=fraction, finished=lambda pooled: pooled_lib.pooled_finished(pooled, cfg),
+      run=lambda state, cb: pooled_lib.run_pooled(key, evaluator, grammar, prior=prior, tempering=cfg, final=final,
+                                                  state=state, callback=cb, candidates=candidates),
+      fraction=fraction, finished=lambda pooled: pooled_lib.pooled_finished(pooled, cfg, final),
       metrics=metrics, encode=encode, decode=decode)
 
 
 def _evidence_weighted(config, task, evaluator, grammar, key) -> _Algorithm:
-  rcfg = hparams.from_config(reference.ReferenceConfig, config.reference,
-                             resample_threshold=config.smc.resample_threshold)
+  rcfg = smc_config.SECTIONS.build(config, reference.ReferenceConfig)
+  prior = smc_config.SECTIONS.build(config, st.PriorConfig)
   lib = evaluator.library
   propose = proposer(config, task, evaluator, grammar)
 
@@ -186,23 +173,18 @@ def _evidence_weighted(config, task, evaluator, grammar, key) -> _Algorithm:
     return extras, logged, {"ESS": f"{info.ess:.1f}", "best": f"{info.best_log_evidence:.2f}"}
 
   def encode(state):
-    arrays = SamplerArrays.make(rcfg.num_particles, None, state.log_evidence)
-    return arrays, {"particles": [encode_structure(m, lib) for m in state.particles], "iteration": state.iteration,
-                    "proposals": state.proposals, "ancestry": [list(a) for a in state.ancestry],
-                    "history": list(state.history), "rejections": state.rejections}
+    arrays, meta = codec.encode_reference(state, lib)
+    return SamplerArrays.make(rcfg.num_particles, None, arrays["log_evidence"]), meta
 
   def decode(arrays, s):
-    return reference.ReferenceState(
-        tuple(decode_structure(p, lib) for p in s["particles"]), np.array(arrays.log_evidence, np.float64),
-        tuple(tuple(a) for a in s["ancestry"]), tuple(s["history"]), int(s["iteration"]), int(s["proposals"]),
-        dict(s["rejections"]))
+    return codec.decode_reference({"log_evidence": arrays.log_evidence}, s, lib)
 
   def run(state, cb):
-    return reference.run_reference(key, evaluator, propose, rcfg, p_include=config.smc.p_include,
-                                   max_terms=config.smc.max_terms, state=state, callback=cb)
+    return reference.run_reference(key, evaluator, propose, rcfg, prior=prior, state=state, callback=cb)
 
   return _Algorithm(
-      num_particles=rcfg.num_particles, template=lambda: SamplerArrays.make(rcfg.num_particles), run=run, fraction=lambda state: state.iteration / rcfg.iterations,
+      num_particles=rcfg.num_particles, template=lambda: SamplerArrays.make(rcfg.num_particles), run=run,
+      fraction=lambda state: state.iteration / rcfg.iterations,
       finished=lambda state: state.iteration >= rcfg.iterations, metrics=metrics, encode=encode, decode=decode)
 
 
@@ -259,7 +241,8 @@ def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional
     proposals = sum(s.proposals for s in final.runs)
   else:
     particles, iterations, proposals = final.particles, final.iteration, final.proposals
-    mass = smc.posterior_mass(final.particles, final.log_evidence / config.reference.temperature, evaluator.key)
+    temperature = smc_config.SECTIONS.build(config, reference.ReferenceConfig).temperature
+    mass = smc.posterior_mass(final.particles, final.log_evidence / temperature, evaluator.key)
     beta, log_normalizer, rejections = 1.0, float("nan"), final.rejections
     counter = llm_lib.RejectionCounter(rejections)
     if counter.total:
@@ -288,19 +271,13 @@ def run_summary(state: smc.SMCState, evaluator) -> dict:
 TV_PASS = 0.1
 
 
-def visited_summary(config, evaluator) -> dict:
+def visited_summary(evaluator, prior: st.PriorConfig) -> dict:
   """The visited-set posterior over every structure fitted so far (the baselines' included)."""
-  v = visited_posterior(config, evaluator)
+  v = pooled_lib.visited_posterior(evaluator, prior)
   return {"num_structures": len(v), "mass": dict(list(v.items())[:50]), "order": list(v)}
 
 
-def iid_tv_bound(p: dict, n: int) -> float:
-  """``0.5 sum_m sqrt(p(m) (1 - p(m)) / n)``: a bound on the expected TV of ``n`` independent draws from ``p``."""
-  q = np.asarray(list(p.values()), np.float64)
-  return float(0.5 * np.sqrt(q * (1 - q) / max(n, 1)).sum())
-
-
-def mixing_check(config, evaluator, sampled: Sampled, hill: Optional[dict]) -> dict:
+def mixing_check(evaluator, prior: st.PriorConfig, sampled: Sampled, hill: Optional[dict]) -> dict:
   """Do the particles agree with ``p(m) Z(m)`` over the visited set, and the runs with each other?
 
   The visited set is every structure the evaluator fitted -- the sampler's
@@ -310,7 +287,7 @@ def mixing_check(config, evaluator, sampled: Sampled, hill: Optional[dict]) -> d
   the runs agree, whether hill climbing's structure is in the sampler's own
   visited set, and ``passed`` (pooled TV < :data:`TV_PASS` and agreement).
   """
-  v = visited_posterior(config, evaluator)
+  v = pooled_lib.visited_posterior(evaluator, prior)
   per_run = [r["mass"] for r in sampled.runs] or [sampled.mass]
   tops = [next(iter(m)) for m in per_run]
   top = next(iter(sampled.mass))
@@ -323,17 +300,16 @@ def mixing_check(config, evaluator, sampled: Sampled, hill: Optional[dict]) -> d
       "top_mass_spread": float(np.std(top_masses, ddof=1)) if len(top_masses) > 1 else 0.0,
       "visited_top": next(iter(v)), "visited_top_mass": float(next(iter(v.values()))), "threshold": TV_PASS,
       # Monte Carlo reference: n independent exact draws have E[TV] <= 0.5 sum_m sqrt(p(m) (1 - p(m)) / n).
-      "total_variation_iid_bound": iid_tv_bound(v, len(sampled.particles)),
+      "total_variation_iid_bound": pooled_lib.iid_tv_bound(v, len(sampled.particles)),
   }
   out["passed"] = bool(out["total_variation"] < TV_PASS and out["agree"])
   if hill is not None:
     k_all = len(evaluator.library)
-    prior = lambda m: st.log_prior(m, k_all, p_include=config.smc.p_include, max_terms=config.smc.max_terms)  # noqa: E731
     h = hill["structure"]
     h_key = evaluator.key(h)
-    best = max((evaluator.cache[k].log_evidence + prior(st.from_key(k, evaluator.library))
+    best = max((evaluator.cache[k].log_evidence + prior.log_prior(st.from_key(k, evaluator.library), k_all)
                 for k in sampled.fitted if k in evaluator.cache), default=-math.inf)
-    h_joint = float(evaluator.record(h).log_evidence + prior(h))
+    h_joint = float(evaluator.record(h).log_evidence + prior.log_prior(h, k_all))
     out["hill_climb"] = {"key": h_key, "log_joint": h_joint, "sampler_best_log_joint": best,
                          "in_sampler_visited": h_key in set(sampled.fitted),
                          "sampler_found_better_or_equal": bool(best >= h_joint - 1e-9)}
@@ -344,28 +320,7 @@ def proposer(config, task, evaluator, grammar):
   """The structure proposer of ``config.proposal`` (the grammar, or an LLM)."""
   if config.proposal == "grammar":
     return reference.grammar_proposer(grammar)
-  cfg = hparams.from_config(llm_client.LLMConfig, config.llm)
+  cfg = smc_config.SECTIONS.build(config, llm_client.LLMConfig)
   client = llm_client.ChatClient.from_config(cfg)
   return reference.llm_proposer(llm_lib.LLMProposer(client, evaluator.library, task.description,
                                                     max_params=cfg.max_params))
-
-
-def visited_posterior(config, evaluator) -> dict:
-  """``p(m) Z(m)`` renormalised over every structure fitted so far, largest first.
-
-  The sampler's particle frequencies carry Monte Carlo error (and can miss
-  mixing between modes); since ``p(m) Z(m)`` is known for every visited
-  structure, this is the exact posterior restricted to the visited set.
-  """
-  k_all = len(evaluator.library)
-  keys, logs = [], []
-  for k, rec in evaluator.cache.items():
-    if math.isfinite(rec.log_evidence):
-      m = st.from_key(k, evaluator.library)
-      keys.append(k)
-      logs.append(rec.log_evidence + st.log_prior(m, k_all, p_include=config.smc.p_include,
-                                                  max_terms=config.smc.max_terms))
-  logs = np.asarray(logs, np.float64)
-  w = np.exp(logs - np.logaddexp.reduce(logs))
-  order = np.argsort(-w)
-  return {keys[i]: float(w[i]) for i in order}

@@ -1,20 +1,16 @@
-"""The user's own data for ``model_smc``: a CSV file (``task=csv``) or NumPy arrays.
+"""Time series of observed states from a CSV file: the reader, its errors and the writer.
 
 File format: a header row, then one row per time. The time column is the
-first one (or ``data.time_column``); the observed states are the other
-columns (or ``data.states``), named by the header. An empty cell or ``NA`` /
-``NaN`` is a missing observation. Times must increase strictly; they may
-skip grid points (e.g. ``0, 1, 2, 4``): the rows are laid on the regular
-grid of the smallest step, and the skipped points become missing rows.
-Time is shifted so that the first row is ``t = 0``. Latent (unobserved)
-states follow the observed ones in equation order, with their initial
-values in ``data.latent_x0``.
+first one (or ``time_column``); the observed states are the other columns
+(or ``states``), named by the header. An empty cell or ``NA`` / ``NaN`` is a
+missing observation; lines starting with ``#`` are comments. Times must
+increase strictly; they may skip grid points (e.g. ``0, 1, 2, 4``): the rows
+are laid on the regular grid of the smallest step, and the skipped points
+become missing rows. State names must be plain identifiers (not ``t`` or a
+function name of ModelSMC's expression language).
 
 Every problem with a file is a :class:`CsvError` naming the file and the
-line, column or key, raised by the config check -- before any fit.
-
-:func:`discover` is the Python entry point (like PySINDy's ``fit(x, t)``):
-it writes the arrays to ``<workdir>/data.csv`` and runs the experiment on it.
+line, column or argument. NumPy only.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -31,9 +27,13 @@ _RESERVED = ("t", "exp", "log", "sqrt", "sin", "cos", "tanh", "abs")
 
 
 class CsvError(ValueError):
-  """A data file that cannot be used; the message names the file and the place, ``key`` the config key."""
+  """A data file that cannot be used; the message names the file and the place.
 
-  def __init__(self, message: str, key: str = "data.path"):
+  ``key`` names the argument of :func:`read_csv` at fault: ``"path"`` (the
+  file itself), ``"time_column"`` or ``"states"``.
+  """
+
+  def __init__(self, message: str, key: str = "path"):
     super().__init__(message)
     self.key = key
 
@@ -67,7 +67,7 @@ def _pick(name: str, columns: Sequence[str], where: str, key: str) -> int:
 def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = ()) -> CsvData:
   """Reads and checks ``path``; see the module docstring for the format."""
   if not path:
-    raise CsvError("task=csv needs a file (--config.data.path=<file.csv>)")
+    raise CsvError("no file given")
   if not os.path.isfile(path):
     raise CsvError(f"{path!r} does not exist")
   try:
@@ -81,9 +81,9 @@ def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = ()) ->
   columns = [c.strip() for c in lines[0][1].split(",")]
   if len(set(columns)) != len(columns) or not all(columns):
     raise CsvError(f"{path}, line {lines[0][0]}: the header {columns} has empty or repeated names")
-  t_idx = _pick(time_column, columns, path, "data.time_column") if time_column else 0
+  t_idx = _pick(time_column, columns, path, "time_column") if time_column else 0
   names = tuple(states) if states else tuple(c for j, c in enumerate(columns) if j != t_idx)
-  idx = [_pick(s, columns, path, "data.states") for s in names]
+  idx = [_pick(s, columns, path, "states") for s in names]
   if not names:
     raise CsvError(f"{path}: no state columns besides the time column {columns[t_idx]!r}")
   for s in names:
@@ -135,16 +135,6 @@ def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = ()) ->
   return CsvData(times, y, names, dt, columns[t_idx])
 
 
-def check_fit_rows(data: CsvData, num_fit: int, path: str) -> None:
-  """Named errors for a training window that cannot be fitted."""
-  if not 3 <= num_fit < len(data.y):
-    raise CsvError(f"{num_fit} training rows; {path} has {len(data.y)} grid rows (need 3 <= num_fit < "
-                   f"{len(data.y)}; the rest are held out)", "num_fit")
-  for o, s in enumerate(data.states):
-    if not np.isfinite(data.y[:num_fit, o]).any():
-      raise CsvError(f"{path}: column {s!r} has no observations in the {num_fit} fitted rows", "num_fit")
-
-
 def first_values(data: CsvData) -> np.ndarray:
   """``[O]`` the first observed value of each column (the centre of its ``x0`` prior)."""
   return np.array([data.y[np.argmax(np.isfinite(data.y[:, o])), o] for o in range(len(data.states))])
@@ -157,69 +147,3 @@ def write_csv(path: str, t: np.ndarray, x: np.ndarray, states: Sequence[str], ti
     f.write(",".join([time_name, *states]) + "\n")
     for ti, row in zip(np.asarray(t, np.float64), x):
       f.write(",".join([f"{ti:g}"] + ["" if not math.isfinite(v) else f"{v:.6g}" for v in row]) + "\n")
-
-
-def discover(x: np.ndarray, t: np.ndarray, *, states: Optional[Sequence[str]] = None, workdir: str,
-             preset: str = "smoke", num_fit: Optional[int] = None, noise: str = "gaussian",
-             latent: Sequence[str] = (), latent_x0: Sequence[float] = (), extra_terms: Sequence[str] = (),
-             overrides: Optional[dict] = None) -> dict:
-  """ModelSMC on arrays: ``x [T, S]`` observations (NaN: missing) at times ``t [T]``.
-
-  Args:
-    x: observations, one column per observed state.
-    t: times (strictly increasing; may skip points of a regular grid).
-    states: column names (default ``x0, x1, ...``).
-    workdir: where the run (and ``data.csv``) is written; a rerun resumes.
-    preset: ``smoke`` | ``cpu`` | ``paper``.
-    num_fit: rows fitted (default: all but the last quarter); the rest are held out.
-    noise: ``gaussian`` (signed data) or ``lognormal`` (positive data).
-    latent: names of unobserved states; ``latent_x0`` their initial values.
-    extra_terms: bodies added to the default library (e.g. ``"a*x/(b + x)"``).
-    overrides: other config keys, dotted (e.g. ``{"smc.num_particles": 32}``).
-
-  Returns:
-    The run's ``results.json`` content.
-  """
-  from launch import runner  # pylint: disable=g-import-not-at-top
-  from launch.configs import model_smc as smc_config  # pylint: disable=g-import-not-at-top
-
-  x = np.asarray(x, np.float64)
-  x = x[:, None] if x.ndim == 1 else x
-  states = tuple(states) if states is not None else tuple(f"x{i}" for i in range(x.shape[1]))
-  os.makedirs(workdir, exist_ok=True)
-  path = os.path.join(workdir, "data.csv")
-  write_csv(path, np.asarray(t), x, states)
-  config = smc_config.get_config(f"{preset},task=csv")
-  config.data.path = path
-  config.data.latent = tuple(latent)
-  config.data.latent_x0 = tuple(float(v) for v in latent_x0)
-  config.library_extra = tuple(extra_terms)
-  config.problem.noise = noise
-  rows = len(read_csv(path).y)
-  config.num_fit = int(num_fit) if num_fit is not None else rows - max(1, rows // 4)
-  for key, value in (overrides or {}).items():
-    node, parts = config, key.split(".")
-    for p in parts[:-1]:
-      node = node[p]
-    node[parts[-1]] = value
-  return runner.run(config, workdir)
-
-
-EXAMPLE = os.path.join("methods", "model_smc", "examples", "oscillator.csv")
-
-
-def write_example(path: str = EXAMPLE) -> None:
-  """Writes the shipped example: the damped oscillator (envs.ode_systems), Gaussian noise, two missing cells.
-
-  ``python -c "from launch.experiments import model_smc_csv; model_smc_csv.write_example()"``
-  regenerates it (the test suite checks that the shipped file is this output).
-  """
-  import jax  # pylint: disable=g-import-not-at-top
-  from envs import ode_systems  # pylint: disable=g-import-not-at-top
-
-  system = ode_systems.DAMPED_OSCILLATOR
-  y, _ = ode_systems.simulate(jax.random.key(2026), system, num_points=24)
-  y = np.asarray(y, np.float64)
-  y[5, 0] = y[11, 1] = np.nan  # missing observations
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  write_csv(path, np.arange(len(y)) * system.dt, y, ("position", "velocity"), time_name="time")

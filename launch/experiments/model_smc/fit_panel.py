@@ -10,29 +10,28 @@ with
 
 * this project's fit (:func:`methods.model_smc.fit.fit_structure`, BFGS restarts to a convergence test, the task's
   ``model_smc`` config at the same preset, batched and jitted), and
-* the peer: SciPy's L-BFGS-B (``scipy.optimize.minimize``) from
-  ``scipy_starts`` starts drawn the same way as the project's restarts (the
-  gradient-matching start, then that start plus Gaussian jitter of sd
-  ``fit.jitter`` on the term parameters), on the same objective -- the
-  negative log joint of the training rows -- with its *exact* gradient
-  (a jitted ``jax.value_and_grad`` of the same function, passed to SciPy as
-  float64 NumPy), so the peer is SciPy's optimiser, not finite differences;
+* the peer (:class:`methods.model_smc.scipy_peer.ScipyPeer`): SciPy's
+  L-BFGS-B (``scipy.optimize.minimize``) from ``scipy_starts`` starts drawn
+  the same way as the project's restarts (the gradient-matching start, then
+  that start plus Gaussian jitter of sd ``fit.jitter`` on the term
+  parameters), on the same objective -- the negative log joint of the
+  training rows -- with its *exact* gradient (a jitted
+  ``jax.value_and_grad`` of the same function, passed to SciPy as float64
+  NumPy), so the peer is SciPy's optimiser, not finite differences;
 
-and optionally the earlier fixed-budget Adam fit (``fit.optimizer="adam"``).
+and optionally the fixed-budget Adam fit (``fit.optimizer="adam"``).
 Every optimum is scored by the same jitted objective. Criterion: the
 project's objective is within ``tol`` nats of the better of the two on at
 least ``min_share`` of the structures and never more than ``max_gap`` nats
 above it. ``log Z`` at both optima (Laplace with the exact Hessian) is
 reported too.
 
-  python -m launch.experiments.model_smc_fit_panel --out=runs/fit_panel
   python -m launch.main --config=launch/configs/model_smc_fit_panel.py:cpu --workdir=runs/model_smc_fit_panel
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from typing import NamedTuple
 
@@ -40,51 +39,23 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from scipy import optimize
 
-from launch import config_schema as cs
-from launch.configs import common
 from launch.configs import model_smc as smc_config
 from launch.configs import model_smc_fit_panel as panel_config
-from launch.experiments import model_smc as smc_exp
-from launch.experiments import model_smc_tasks as tasks
+from launch.configs.model_smc_fit_panel import PANEL_TASKS
+from launch.configs.model_smc_fit_panel import Panel
+from launch.experiments.model_smc import experiment as smc_exp
+from launch.experiments.model_smc import tasks
 from launch.runtime import Context
 from launch.runtime import Experiment
-from methods.common import hparams
-from methods.model_smc import evidence as ev
-from methods.model_smc import fit as fit_lib
 from methods.model_smc import structure as st
+from methods.model_smc.scipy_peer import ScipyPeer
 
-F = hparams.field
-# Panel entry -> the model_smc config argument (after the preset) of its task.
-PANEL_TASKS = {
-    "pelts": "task=pelts",
-    "lv_sim": "task=lv_sim",
-    "flu": "task=flu",
-    "toggle_switch": "task=sim,system=toggle_switch",
-    "monod_uptake": "task=sim,system=monod_uptake",
-}
 # A textbook structure fitted first on the real-data tasks (the simulated ones start with their truth).
 _TEXTBOOK = {
     "pelts": {"hare": "a*hare - b*hare*lynx", "lynx": "c*hare*lynx - d*lynx"},
     "flu": {"S": "a*S*I", "I": "a*S*I - b*I", "C": "a*I - b*C"},
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Panel(hparams.Hyperparameters):
-  """The panel's own keys (config section ``panel``); each task's fit keys are model_smc's at the same preset."""
-
-  tasks: tuple[str, ...] = F(tuple(PANEL_TASKS), "Tasks of the panel.", choices=tuple(PANEL_TASKS), unique=True,
-                             nonempty=True)
-  structures_per_task: int = F(10, "Structures per task: the true or textbook one, then prior draws.", low=1)
-  p_include: float = F(0.3, "Inclusion probability of each term in the prior draws.", low=0, high=1, low_open=True)
-  scipy_starts: int = F(20, "L-BFGS-B starts of the SciPy peer per structure.", low=1)
-  tol: float = F(0.5, "A fit is at the optimum when its objective is within tol nats of the better one.", low=0)
-  max_gap: float = F(2.0, "The criterion fails if any fit is more than max_gap nats above the better one.", low=0)
-  min_share: float = F(0.95, "Share of structures that must be within tol.", low=0, high=1)
-  compare_adam: bool = F(False, "Also fit every structure with the earlier Adam fit (fit.optimizer='adam'; off by "
-                         "default: on 2 CPU devices its batch on the toggle switch stalled).")
 
 
 class PanelState(NamedTuple):
@@ -117,81 +88,14 @@ def panel_structures(name: str, task: tasks.Task, library: st.Library, count: in
   return out[:count]
 
 
-class ScipyPeer:
-  """SciPy L-BFGS-B multi-start on the objective of :mod:`methods.model_smc.fit`, with its exact gradient.
-
-  Args:
-    model: the task's structured model.
-    cfg: the task's fit config (objective, jitter).
-    data: the task's data.
-  """
-
-  def __init__(self, model, cfg: fit_lib.FitConfig, data):
-    self.model, self.cfg, self.data = model, cfg, data
-    obj = functools.partial(fit_lib._objective, model, cfg)  # pylint: disable=protected-access
-    self.value = jax.jit(lambda signs, phi: obj(signs, data, phi))
-    self.value_and_grad = jax.jit(jax.value_and_grad(lambda phi, signs: obj(signs, data, phi)))
-    self.hessian = jax.jit(jax.hessian(lambda phi, signs: obj(signs, data, phi)))
-
-  def starts(self, signs: np.ndarray, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(starts [count, D], active [D] bool)``: gradient matching, then it plus jitter on the term parameters."""
-    model = self.model
-    s = jnp.asarray(signs)
-    base = np.asarray(model.gradient_matching_init(s, self.data, num_rows=self.cfg.fit_rows), np.float64)
-    active = np.asarray(model.layout.active_mask(s)) > 0
-    slot = np.zeros_like(active)
-    slot[: model.layout.num_slot_params] = True
-    rng = np.random.default_rng(seed)
-    eps = rng.standard_normal((count, base.shape[0])) * (active & slot)
-    eps[0] = 0.0
-    return base[None, :] + self.cfg.jitter * eps, active
-
-  def fit(self, signs: np.ndarray, count: int, seed: int) -> tuple[np.ndarray, float]:
-    """``(phi [D], objective)`` of the best of ``count`` L-BFGS-B runs (``inf`` if none was finite)."""
-    s = jnp.asarray(signs)
-    starts, active = self.starts(signs, count, seed)
-    idx = np.flatnonzero(active)
-    best_phi, best_val = starts[0], np.inf
-    for start in starts:
-      def f(a, start=start):
-        phi = start.copy()
-        phi[idx] = a
-        v, g = self.value_and_grad(jnp.asarray(phi, jnp.float32), s)
-        v, g = float(v), np.asarray(g, np.float64)[idx]
-        if not (np.isfinite(v) and np.all(np.isfinite(g))):
-          return 1e10, np.zeros_like(a)  # outside the domain: a wall for the line search
-        return v, g
-
-      res = optimize.minimize(f, start[idx], jac=True, method="L-BFGS-B")
-      phi = start.copy()
-      phi[idx] = res.x
-      val = self.objective(signs, phi)
-      if val < best_val:
-        best_phi, best_val = phi, val
-    return best_phi, best_val
-
-  def objective(self, signs: np.ndarray, phi: np.ndarray) -> float:
-    """The objective at ``phi`` (``inf`` if not finite), by the same jitted function for both sides."""
-    v = float(self.value(jnp.asarray(signs), jnp.asarray(phi, jnp.float32)))
-    return v if np.isfinite(v) else np.inf
-
-  def log_evidence(self, signs: np.ndarray, phi: np.ndarray) -> float:
-    """Laplace ``log Z`` at ``phi`` with the exact Hessian of the same objective."""
-    s = jnp.asarray(signs)
-    mask = self.model.layout.active_mask(s)
-    p = jnp.asarray(phi, jnp.float32)
-    h = ev.masked_matrix(self.hessian(p, s), mask)
-    lap = ev.laplace_from_hessian(-self.value(s, p), h, mask, eig_floor=self.cfg.eig_floor)
-    return float(lap.log_evidence)
-
-
 def run_task(preset: str, name: str, panel: Panel, seed: int, mesh) -> dict:
   """Fits one task's structures with the project's fit (and Adam) and the SciPy peer; returns its rows."""
   config = task_config(preset, name)
   task = tasks.build(config)
   library = st.Library(task.states, tasks.library_of(config, task.states))
+  prior = smc_config.SECTIONS.build(config, st.PriorConfig)
   structures = panel_structures(name, task, library, panel.structures_per_task, seed, p_include=panel.p_include,
-                                max_terms=config.smc.max_terms)
+                                max_terms=prior.max_terms)
   evaluator = smc_exp.make_evaluator(config, task, library, mesh)
   t0 = time.perf_counter()
   evaluator.evaluate(structures[:1])
@@ -203,8 +107,8 @@ def run_task(preset: str, name: str, panel: Panel, seed: int, mesh) -> dict:
   if panel.compare_adam:
     config_adam = task_config(preset, name)
     config_adam.fit.optimizer = "adam"
-    config_adam.fit.restarts = min(config_adam.fit.restarts, 4)  # the earlier default
-    config_adam.fit.knockouts = 0  # the earlier fit had no knockout starts
+    config_adam.fit.restarts = min(config_adam.fit.restarts, 4)  # the Adam fit: at most 4 restarts,
+    config_adam.fit.knockouts = 0  # no knockout starts
     config_adam.fit.knockout_prob = 0.0
     adam = smc_exp.make_evaluator(config_adam, task, library, mesh)
     adam.evaluate(structures)
@@ -255,7 +159,7 @@ def summarize(per_task: list[dict], panel: Panel) -> dict:
                             for r in rows])
       out["adam_within_tol"] = int(np.sum(np.abs(adam_gaps) <= panel.tol))
       out["adam_max_gap"] = float(np.max(adam_gaps))
-      # Structures where the old fit found a lower optimum than both (the panel's criterion does not see them).
+      # Structures where the Adam fit found a lower optimum than both (the panel's criterion does not see them).
       out["adam_better"] = int(np.sum(adam_gaps < -panel.tol))
     dz = [r["log_z_ours"] - r["log_z_scipy"] for r in rows
           if np.isfinite(r["log_z_ours"]) and np.isfinite(r["log_z_scipy"])]
@@ -275,7 +179,7 @@ def summarize(per_task: list[dict], panel: Panel) -> dict:
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs the panel task by task (a checkpoint after each); returns ``results.json``'s content."""
-  panel = hparams.from_config(Panel, config.panel)
+  panel = panel_config.SECTIONS.build(config, Panel)
   step, _, meta = ctx.restore_or(PanelState(jnp.zeros((), jnp.int32)))
   done = list(meta["per_task"]) if meta else []
   for i, name in enumerate(panel.tasks):
@@ -323,9 +227,9 @@ def markdown_table(results: dict) -> str:
   panel = results["panel"]
   tol = panel["tol"]
   has_adam = "adam_within_tol" in results["total"]
+  adam_head = f" Adam within {tol:g} | Adam worst gap | Adam better by > {tol:g} |" if has_adam else ""
   head = (f"| task | structures | ours within {tol:g} nats | ours worst gap | ours better by > {tol:g} | "
-          f"SciPy within {tol:g} |" + (f" Adam (old) within {tol:g} | Adam worst gap | Adam better by > {tol:g} |" if has_adam else "")
-          + " max abs log Z diff | ours s | SciPy s |")
+          f"SciPy within {tol:g} |" + adam_head + " max abs log Z diff | ours s | SciPy s |")
   sep = "|" + "---|" * (head.count("|") - 1)
   lines = [head, sep]
 
@@ -351,47 +255,15 @@ def markdown_table(results: dict) -> str:
       f"preset); SciPy: L-BFGS-B from {panel['scipy_starts']} starts with the exact gradient. 'ours s' is the "
       "batched fit's wall time after compilation (sharded over the CPU devices), 'SciPy s' the sequential "
       "multi-start's. Gaps are objective minus the better of ours and SciPy's (nats)."
-      + (" 'Adam better' counts structures where the old Adam fit found a lower optimum than both." if has_adam
+      + (" 'Adam better' counts structures where the Adam fit found a lower optimum than both." if has_adam
          else ""))
   return "\n".join(lines) + "\n"
 
 
-def schema() -> cs.Schema:
-  constraints = {**common.BASE_CONSTRAINTS, "experiment": cs.OneOf(("model_smc_fit_panel",))}
-  return cs.Schema(panel_config.get_config(), constraints, sections=(cs.Section("panel", Panel),),
-                   checks=(common.mesh_check,))
-
-
 EXPERIMENT = Experiment(
-    name="model_smc_fit_panel",
+    declaration=panel_config.SECTIONS,
     get_config=panel_config.get_config,
-    schema=schema,
     run=run,
     summary=format_table,
     markdown=markdown_table,
 )
-
-
-def main(argv) -> None:
-  """``python -m launch.experiments.model_smc_fit_panel --out=DIR [--preset=cpu]``."""
-  del argv
-  from launch import runner  # pylint: disable=g-import-not-at-top
-  config = panel_config.get_config(_PRESET.value)
-  results = runner.run(config, _OUT.value)
-  print(markdown_table(results))
-
-
-if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from launch import distributed  # pylint: disable=g-import-not-at-top
-
-  _OUT = flags.DEFINE_string("out", "runs/fit_panel", "Output directory (resumes if it holds a run).")
-  _PRESET = flags.DEFINE_string("preset", "cpu", "Config argument (preset and options).")
-  _CPU = flags.DEFINE_integer("cpu_devices", 0, "CPU devices to expose (0: JAX default).")
-
-  def _main(argv):
-    distributed.setup(cpu_devices=_CPU.value)
-    main(argv)
-
-  app.run(_main)
