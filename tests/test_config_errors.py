@@ -34,6 +34,8 @@ def _error_line(args) -> str:
     (("--config=launch/configs/nothere.py:smoke",), "no config file 'launch/configs/nothere.py'"),
     (("--config=launch/configs/varde_bai.py:smoke", '--config.budgets=("a",)'), "'budgets': element 0: 'a' is not a number"),
     (("--config=launch/configs/varde_bai.py:smoke", "--config.varde.var_floor=nan"), "'varde.var_floor': nan is not a finite"),
+    (("--config=launch/configs/model_smc.py:smoke", "--config.tempering.target_ess=nan"),
+     "'tempering.target_ess': nan is not a finite"),
     (("--config=launch/configs/reg.py:smoke", "--config.agent.discount=1.5"), "'agent.discount': 1.5 is out of range"),
     (("--config=launch/configs/reg.py:smoke", "--config.reg.regularizer=kl"), "'reg.regularizer': 'kl': ambiguity 'kappa'"),
     (("--config=launch/configs/reg.py:smoke", "--config.num_seed=3"), "num_seed"),

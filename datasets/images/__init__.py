@@ -5,22 +5,17 @@
   class, stored sorted by class; the builder shuffles them).
 
 Both are split into train and test by a fixed seed (:mod:`datasets.images.builder`).
-TFDS is imported only when a dataset is prepared or read (importing this
-package, e.g. from the experiment registry, stays light).
 """
 
+from datasets.images import builder
 from datasets.images.catalog import DATASETS
 
 
 def prepare(name: str, data_dir: str):
   """Writes the ``name`` dataset with the TFDS builder into ``data_dir`` (idempotent)."""
-  from datasets.images import builder  # pylint: disable=g-import-not-at-top
-
   return builder.prepare(name, data_dir)
 
 
 def load(name: str, split: str, data_dir: str):
   """``(images float32 [N, H, W], labels int32 [N])`` of a prepared split."""
-  from datasets.images import builder  # pylint: disable=g-import-not-at-top
-
   return builder.load(name, split, data_dir)

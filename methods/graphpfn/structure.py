@@ -206,6 +206,41 @@ def _pair_lists(num_sub: int, groups1: int, groups2: int):
   return np.asarray(r, np.int32), np.asarray(s, np.int32), num_sub * len(tri1), len(tri2)
 
 
+def _by_block(block, num_blocks: int, valid):
+  """``(order, start, size)``: nodes sorted by block (padding last), each block's start and size ``[B]``."""
+  block = jnp.where(valid, block, num_blocks)
+  order = jnp.argsort(block, stable=True)
+  sizes = jax.ops.segment_sum(valid.astype(jnp.int32), block, num_segments=num_blocks + 1)[:num_blocks]
+  return order, jnp.cumsum(sizes) - sizes, sizes
+
+
+def _draw_equal_weights(seg, lo, hi, base, top, x):
+  """:func:`_draw` when every node weighs 1 (cumulative weights are counts): the same index, no search."""
+  del seg
+  t = base + x * (top - base)
+  return jnp.minimum(lo + jnp.clip(jnp.floor(t) - base, 0, hi - lo).astype(jnp.int32), hi - 1)
+
+
+def _assign_blocks(params: StructureParams, hp: StructureConfig, num_nodes: int, u_sub, u_q1, u_g1, u_q2, u_g2):
+  """``(valid, block1, block2) [N]``: the node mask and each node's level-1 and level-2 block.
+
+  Level 1: contiguous subgraphs of >= ``min_first_level_nodes`` nodes, Dirichlet
+  groups inside each; level 2: Dirichlet groups over all nodes.
+  """
+  k1, g1, g2 = hp.subgraphs_max, hp.groups_max, hp.groups_max
+  idx = jnp.arange(num_nodes)
+  valid = idx < params.n_sbm
+  spare = (params.n_sbm - params.n_subgraphs * hp.min_first_level_nodes).astype(jnp.float32)
+  share = jnp.cumsum(_proportions(u_sub, params.n_subgraphs))
+  bounds = hp.min_first_level_nodes * jnp.arange(1, k1 + 1) + jnp.round(share * spare).astype(jnp.int32)
+  sub = jnp.minimum(jnp.searchsorted(bounds, idx, side="right"), params.n_subgraphs - 1)
+  q1 = _proportions(u_q1, params.n_groups1)
+  block1 = sub * g1 + _categorical(u_g1, q1[sub])
+  q2 = _proportions(u_q2, params.n_groups2)
+  block2 = _categorical(u_g2, jnp.broadcast_to(q2, (num_nodes, g2)))
+  return valid, block1, block2
+
+
 def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: int, num_slots: int):
   """Both SBM levels: ``(senders, receivers, mask) [S]``, block labels ``[N]`` and the node mask.
 
@@ -225,18 +260,7 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
   (u_sub, u_q1, u_g1, u_q2, u_g2, u_w, u_p1, u_d1, u_p2, u_d2) = rng.uniforms(
       k_u, (k1,), (k1, g1), (num_nodes,), (g2,), (num_nodes,), (num_nodes,), (b1, b1), (b1,),
       (g2, g2), (g2,))
-  idx = jnp.arange(num_nodes)
-  n_sbm = params.n_sbm
-  valid = idx < n_sbm
-  # First level: contiguous subgraphs of >= min_first_level_nodes; Dirichlet groups inside.
-  spare = (n_sbm - params.n_subgraphs * hp.min_first_level_nodes).astype(jnp.float32)
-  share = jnp.cumsum(_proportions(u_sub, params.n_subgraphs))
-  bounds = hp.min_first_level_nodes * jnp.arange(1, k1 + 1) + jnp.round(share * spare).astype(jnp.int32)
-  sub = jnp.minimum(jnp.searchsorted(bounds, idx, side="right"), params.n_subgraphs - 1)
-  q1 = _proportions(u_q1, params.n_groups1)
-  block1 = sub * g1 + _categorical(u_g1, q1[sub])
-  q2 = _proportions(u_q2, params.n_groups2)
-  block2 = _categorical(u_g2, jnp.broadcast_to(q2, (num_nodes, g2)))
+  valid, block1, block2 = _assign_blocks(params, hp, num_nodes, u_sub, u_q1, u_g1, u_q2, u_g2)
   # Degree correction: power-law (Pareto, tail exponent gamma - 1) or equal node weights.
   pareto = jnp.maximum(u_w, 1e-6) ** (-1.0 / (params.zipf_gamma - 1.0))
   weight = jnp.where(valid, jnp.where(params.zipf, jnp.minimum(pareto, num_nodes), 1.0), 0.0)
@@ -248,14 +272,8 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
 
   # Nodes of each level sorted by block (padding last): block r of the combined list
   # (level-1 blocks, then level-2 blocks) is the range [lo[r], hi[r]) of `order`.
-  def by_block(block, num_blocks):
-    block = jnp.where(valid, block, num_blocks)
-    order = jnp.argsort(block, stable=True)
-    sizes = jax.ops.segment_sum(valid.astype(jnp.int32), block, num_segments=num_blocks + 1)[:num_blocks]
-    return order, jnp.cumsum(sizes) - sizes, sizes
-
-  order1, lo1, n1 = by_block(block1, b1)
-  order2, lo2, n2 = by_block(block2, g2)
+  order1, lo1, n1 = _by_block(block1, b1, valid)
+  order2, lo2, n2 = _by_block(block2, g2, valid)
   order = jnp.concatenate([order1, order2])
   lo = jnp.concatenate([lo1, num_nodes + lo2])
   hi = lo + jnp.concatenate([n1, n2])
@@ -274,12 +292,6 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
   pair_lo = jnp.asarray([0, np1], jnp.int32)
   drawn = jnp.minimum(c1 + c2, num_slots)
 
-  def equal_weights(seg, lo, hi, base, top, x):
-    """:func:`_draw` when every node weighs 1 (cumulative weights are counts): the same index, no search."""
-    del seg
-    t = base + x * (top - base)
-    return jnp.minimum(lo + jnp.clip(jnp.floor(t) - base, 0, hi - lo).astype(jnp.int32), hi - 1)
-
   def chunk(i):
     """Slots ``[i C, (i + 1) C)``: each step's arrays stay in cache."""
     (x,) = rng.uniforms(jax.random.fold_in(k_slots, i), (3, chunk_size))
@@ -288,7 +300,7 @@ def _sbm_levels(key, params: StructureParams, hp: StructureConfig, num_nodes: in
     pair = _draw(pairs, level, pair_lo[level], last[level] + 1, 0.0, pairs.total[level], x[0])
     blk = jnp.concatenate([jnp.asarray(pr)[pair], jnp.asarray(ps)[pair]])
     args = (jnp.concatenate([level, level]), lo[blk], hi[blk], base[blk], top[blk], jnp.concatenate([x[1], x[2]]))
-    ends = order[jax.lax.cond(params.zipf, functools.partial(_draw, nodes), equal_weights, *args)]
+    ends = order[jax.lax.cond(params.zipf, functools.partial(_draw, nodes), _draw_equal_weights, *args)]
     return ends[:chunk_size], ends[chunk_size:], slot < drawn
 
   def skip(i):
@@ -371,9 +383,8 @@ def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig, *
     key: used for the blocks, node weights, densities, edges, PA and the shuffle.
     params: from :func:`sample_params`.
     hp: the static config (fixes the padded sizes).
-    num_nodes, num_slots: smaller static sizes for a size bucket (see
-      :func:`bucket_of`): at least ``params.n_nodes`` nodes and the SBM edge
-      slots its target needs (default: the config's maxima).
+    num_nodes: the padded node count of a size bucket (:func:`bucket_of`), at least ``params.n_nodes``.
+    num_slots: the bucket's SBM edge slots (default for both: the config's maxima).
 
   Returns:
     A simple connected graph (its first ``num_nodes`` ids valid, in random

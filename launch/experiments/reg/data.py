@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from datasets.offline_rl import builder as rl_builder_module
 from datasets.offline_rl import d4rl
 from datasets.offline_rl import suite
 from datasets.offline_rl import tfds_d4rl
@@ -267,20 +268,11 @@ def generate_mujoco(task: str, config, seed: int) -> dict[str, tuple[dict, dict]
   return {k: (r, dict(meta, behaviour=behaviour[k])) for k, r in rows.items()}
 
 
-def _builder():
-  """The TFDS builder module, imported on first use: importing TFDS takes seconds, and the launcher's
-  registry imports this module for every experiment."""
-  from datasets.offline_rl import builder  # pylint: disable=g-import-not-at-top
-
-  return builder
-
-
 def ensure_generated(config, directory: str) -> None:
   """Generates, stages and prepares every missing ``<task>-<kind>`` of the config (deterministic)."""
-  rl_builder = _builder()
   manual = os.path.join(directory, "manual")
   for task in config.data.tasks:
-    missing = [k for k in config.data.kinds if not rl_builder.is_prepared(task, k, directory)]
+    missing = [k for k in config.data.kinds if not rl_builder_module.is_prepared(task, k, directory)]
     if not missing:
       continue
     logging.info("[reg data] generating %s datasets %s into %s", task, missing, directory)
@@ -288,8 +280,8 @@ def ensure_generated(config, directory: str) -> None:
     for kind in missing:
       rows, meta = made[kind]
       meta = dict(meta, **suite.summary(rows, meta["random_return"], meta["expert_return"]))
-      rl_builder.stage(manual, task, kind, rows, meta)
-      rl_builder.prepare(task, kind, directory, manual)
+      rl_builder_module.stage(manual, task, kind, rows, meta)
+      rl_builder_module.prepare(task, kind, directory, manual)
 
 
 def _finish(name: str, task: str, rows_q: dict, random_return: float, expert_return: float, scale: float,
@@ -322,7 +314,7 @@ def load(config, name: str, directory: str) -> OfflineData:
   """One dataset of the config, ready to train on."""
   if config.data.source == "generated":
     task, _, kind = name.partition("-")
-    rows, meta = _builder().load(task, kind, directory)
+    rows, meta = rl_builder_module.load(task, kind, directory)
     r0, r1 = meta["random_return"], meta["expert_return"]
     info = {k: v for k, v in meta.items() if not isinstance(v, (list, dict))}
     return _finish(name, task, d4rl.qlearning_dataset(rows), r0, r1, _scale(config, rows, r0, r1), config, info)
