@@ -40,12 +40,11 @@ class ToyPlusOne(Toy):
 
 
 def _schema(cls, config):
-  return cs.Schema(config, sections=(cs.Section("toy", cls),))
+  return common.declare("toy", ("toy", cls)).schema(config)
 
 
 def _config(cls):
-  config = common.base_config("toy", "cpu")
-  return common.add_section(config, cls, "toy")
+  return common.declare("toy", ("toy", cls)).defaults("cpu")
 
 
 def test_config_section_is_built_from_the_declaration():
@@ -89,8 +88,10 @@ def test_a_new_hyperparameter_is_one_line_validated_and_overridable_from_the_com
       from launch.configs import common
       from test_hparams import ToyPlusOne
 
+      SECTIONS = common.declare("toy", ("toy", ToyPlusOne))
+
       def get_config(arg=None):
-        return common.add_section(common.base_config("toy", "cpu"), ToyPlusOne, "toy")
+        return SECTIONS.defaults("cpu")
   """))
   (tmp_path / "test_hparams.py").write_text(open(__file__).read())
 
@@ -104,7 +105,7 @@ def test_a_new_hyperparameter_is_one_line_validated_and_overridable_from_the_com
 
   config = parse("--config.toy.depth=5")
   assert config.toy.depth == 5
-  schema = cs.Schema(parse(), sections=(cs.Section("toy", ToyPlusOne),))
+  schema = common.declare("toy", ("toy", ToyPlusOne)).schema(parse())
   cs.validate(config, schema)
   assert hparams.from_config(ToyPlusOne, config.toy).depth == 5
   with pytest.raises(cs.ConfigError, match=r"'toy\.depth': 17 is out of range; allowed: \[1, 16\]"):
