@@ -173,5 +173,6 @@ EXPERIMENT = Experiment(
     run=run,
     summary=report.format_table,
     markdown=report.markdown_table,
+    headline=report.headline_table,
     checks=(_checks,),
 )

@@ -390,3 +390,19 @@ def make_figures(results: dict, writer, y: np.ndarray, times: np.ndarray, time_l
     for ax in axes:
       ax.set_xlabel("step of the run (tempering, then search and final sweeps at beta = 1)")
     writer.save_figure(fig, "diagnostics")
+
+
+def headline_table(results: dict) -> str:
+  """The README's table: the top structure, the mixing check and the held-out comparison with the baselines."""
+  smc = results["smc"]
+  top = smc["top"][0]
+  eqs = "; ".join(f"`{k} = {v}`" for k, v in top["equations"].items())
+  out = [f"**{results['dataset']}**, {results['rows']['heldout']} held-out rows: top structure (mass "
+         f"{top['mass']:.3f}) {eqs}."]
+  if results.get("mixing"):
+    out.append(f"Check: {mixing_line(results['mixing']).split(';')[0]}.")
+  out += ["", "| method (same data, same held-out rows) | held-out lpd | 50% coverage | 90% coverage |",
+          "|---|---:|---:|---:|"]
+  for name, row in results["comparison"].items():
+    out.append(f"| {name} | {_num(row['heldout_lpd'])} | {_num(row['coverage50'])} | {_num(row['coverage90'])} |")
+  return "\n".join(out) + "\n"
