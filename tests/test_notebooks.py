@@ -80,3 +80,15 @@ def test_notebook_runs_in_a_fresh_colab_like_environment(name, colab_like):
                        env=env, cwd=work, capture_output=True, text=True, timeout=3600)
   assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
   assert (work / "icml26-jax" / "setup.cfg").exists()
+
+
+def test_readme_links_every_notebook_to_colab(repo_root):
+  with open(os.path.join(repo_root, "README.md")) as f:
+    readme = f.read()
+  for name in NAMES:
+    assert f"({notebooks.colab_link(name)})" in readme, name
+
+
+def test_readme_fits_on_a_few_screens(repo_root):
+  with open(os.path.join(repo_root, "README.md")) as f:
+    assert len(f.read().splitlines()) < 300
