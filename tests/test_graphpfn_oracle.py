@@ -9,7 +9,6 @@ samples come from one compilation (the variants as traced flags).
 
 import functools
 
-import jax
 import numpy as np
 import pytest
 
@@ -25,40 +24,8 @@ GRAPHS = 200
 
 
 @functools.lru_cache(maxsize=None)
-def _params():
-  return jax.jit(jax.vmap(lambda k: structure.sample_params(k, HP)))(jax.random.split(jax.random.key(11), GRAPHS))
-
-
-def _kwargs(host, i):
-  p = {f: getattr(host, f)[i] for f in structure.StructureParams._fields}
-  n_sbm = int(p["n_nodes"] - p["n_pa"])
-  groups = two_sample.effective_groups(int(p["n_groups2"]), n_sbm, HP.min_group_size, HP.groups_max)
-  return p, dict(n_sbm=n_sbm, groups2=groups, groups_max=HP.groups_max)
-
-
-@functools.lru_cache(maxsize=None)
-def _sampler():
-  """One compilation for every variant (traced flags)."""
-  return jax.jit(jax.vmap(lambda k, p, v: structure.sample_graph(k, p, HP, variant=v), in_axes=(0, 0, None)))
-
-
-@functools.lru_cache(maxsize=None)
-def _ours(name: str):
-  out = _sampler()(jax.random.split(jax.random.key(12), GRAPHS), _params(), structure.only(name))
-  host = jax.tree.map(np.asarray, _params())
-  rows = [two_sample.structure_statistics(g, **_kwargs(host, i)[1]) for i, g in enumerate(two_sample.host_graphs(out))]
-  return two_sample.table(rows)
-
-
-@functools.lru_cache(maxsize=None)
-def _reference():
-  host = jax.tree.map(np.asarray, _params())
-  rng = np.random.default_rng(13)
-  rows = []
-  for i in range(GRAPHS):
-    p, kw = _kwargs(host, i)
-    rows.append(two_sample.structure_statistics(oracle.sample(p, HP, rng)._asdict(), **kw))
-  return two_sample.table(rows)
+def _panel():
+  return oracle.two_sample_panel(HP, graphs=GRAPHS, seed=11)
 
 
 def _report(results):
@@ -66,7 +33,7 @@ def _report(results):
 
 
 def test_reference_prior_matches_the_oracle():
-  results = two_sample.compare(_ours("reference"), _reference())
+  results = _panel().results["reference"]
   assert len(results) == 2 * len(two_sample.STRUCTURE_STATS)
   assert all(r.n >= GRAPHS * 0.9 for r in results if r.statistic != "subgraph_degree_slope"), _report(results)
   assert not two_sample.rejected(results), _report(results)
@@ -74,8 +41,15 @@ def test_reference_prior_matches_the_oracle():
 
 @pytest.mark.parametrize("name", structure.VARIANTS)
 def test_each_earlier_variant_is_rejected(name):
-  results = two_sample.compare(_ours(name), _reference())
+  results = _panel().results[name]
   assert two_sample.rejected(results), _report(results)
+
+
+def test_subgraph_degree_points_for_the_plot():
+  """Every first-level subgraph of every graph gives a (size, internal degree) point, for each sampler."""
+  sizes, degrees = _panel().subgraphs["oracle"]
+  assert len(sizes) == len(degrees) >= GRAPHS and np.all(sizes >= 1) and np.all(degrees >= 0)
+  assert set(_panel().subgraphs) == {"oracle", "reference", *structure.VARIANTS}
 
 
 def test_compare_names_the_mismatched_statistic():

@@ -1,10 +1,15 @@
 """The GraphPFN reference's structure sampler in plain NumPy: the tests' oracle and the benchmark's peer.
 
-A port of the sampling algorithm of yandex-research/graphpfn
-(``multi_level_sbm_with_pa.py``, ``sbm.py``, ``preferential_attachment.py``;
-GraphPFN, Eremeev et al., 2025, Sec. 3.1), written from its description,
-vectorised as a NumPy user would (edge ends by ``searchsorted`` over
-cumulative weights, no Python loop over edges), without torch/DGL. It
+:func:`two_sample_panel` runs the two-sample tests of the JAX sampler (the
+default and each earlier variant) against it, for the tests and the
+report's table and per-subgraph degree plot.
+
+A NumPy re-implementation, written for this project, of the sampling
+algorithm of yandex-research/graphpfn (``multi_level_sbm_with_pa.py``,
+``sbm.py``, ``preferential_attachment.py``, which use torch and DGL;
+GraphPFN, Eremeev et al., 2025, Sec. 3.1), vectorised as a NumPy user would
+(edge ends by ``searchsorted`` over cumulative weights, no Python loop over
+edges; the reference loops over block pairs and PA nodes). It
 draws a graph for given per-graph hyperparameters (those of
 :func:`methods.graphpfn.structure.sample_params`), so the JAX sampler and
 this one can be compared on the same hyperparameters:
@@ -32,11 +37,14 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple
 
+import jax
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from methods.graphpfn import StructureConfig
+from methods.graphpfn import structure
+from methods.graphpfn import two_sample
 
 
 class OracleGraph(NamedTuple):
@@ -220,3 +228,45 @@ def sample(p: Mapping, hp: StructureConfig, rng: np.random.Generator) -> OracleG
   is_pa = np.zeros(n, bool)
   is_pa[new_id[n_sbm:]] = True
   return OracleGraph(np.minimum(a, b), np.maximum(a, b), n, labels[0], labels[1], is_pa, drawn)
+
+
+class Panel(NamedTuple):
+  """Two-sample tests of the JAX sampler's variants against this oracle on the same hyperparameters."""
+
+  results: dict  # variant name -> list of methods.graphpfn.two_sample.TestResult
+  ours: dict  # variant name -> {statistic: [G]}
+  reference: dict  # {statistic: [G]}
+  subgraphs: dict  # "oracle" and each JAX variant -> (sizes, degrees) of every first-level subgraph
+
+
+def two_sample_panel(hp: StructureConfig, *, graphs: int, seed: int = 0,
+                     variants: tuple[str, ...] = ("reference", *structure.VARIANTS)) -> Panel:
+  """Samples ``graphs`` hyperparameter sets, a JAX graph per variant and an oracle graph (``hp``'s options) for
+  each, and compares their :data:`methods.graphpfn.two_sample.STRUCTURE_STATS` (KS and paired signed-rank,
+  Bonferroni at 1%). The JAX variants share one compilation (traced :class:`methods.graphpfn.Variant` flags)."""
+  params = jax.jit(jax.vmap(lambda k: structure.sample_params(k, hp)))(
+      jax.random.split(jax.random.fold_in(jax.random.key(seed), 0), graphs))
+  host = jax.tree.map(np.asarray, params)
+  fn = jax.jit(jax.vmap(lambda k, p, v: structure.sample_graph(k, p, hp, variant=v), in_axes=(0, 0, None)))
+  keys = jax.random.split(jax.random.fold_in(jax.random.key(seed), 1), graphs)
+  rng = np.random.default_rng(seed)
+  kwargs = []
+  for i in range(graphs):
+    n_sbm = int(host.n_nodes[i] - host.n_pa[i])
+    groups = two_sample.effective_groups(int(host.n_groups2[i]), n_sbm, hp.min_group_size, hp.groups_max)
+    kwargs.append(dict(n_sbm=n_sbm, groups2=groups, groups_max=hp.groups_max))
+
+  def summary(gs):
+    rows = [two_sample.structure_statistics(g, **kw) for g, kw in zip(gs, kwargs)]
+    pairs = [two_sample.subgraph_degrees(g, hp.groups_max) for g in gs]
+    return two_sample.table(rows), (np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs]))
+
+  mine = [sample({f: getattr(host, f)[i] for f in structure.StructureParams._fields}, hp, rng)._asdict()
+          for i in range(graphs)]
+  reference, subgraphs = summary(mine)
+  subgraphs = {"oracle": subgraphs}
+  ours, results = {}, {}
+  for name in variants:
+    ours[name], subgraphs[name] = summary(two_sample.host_graphs(fn(keys, params, structure.only(name))))
+    results[name] = two_sample.compare(ours[name], reference)
+  return Panel(results, ours, reference, subgraphs)

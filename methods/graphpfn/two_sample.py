@@ -61,20 +61,28 @@ def _clustering(n: int, u: np.ndarray, v: np.ndarray) -> float:
   return float(np.mean(np.where(pairs > 0, tri / np.maximum(pairs, 1), 0.0))) if n else math.nan
 
 
-def _slope(sub: np.ndarray, u: np.ndarray, v: np.ndarray) -> float:
-  """Slope of ``log(internal mean degree + 0.5)`` on ``log(size)`` over the first-level subgraphs."""
-  ok = (sub[u] >= 0) & (sub[u] == sub[v])
+def subgraph_degrees(g: Mapping, groups_max: int) -> tuple[np.ndarray, np.ndarray]:
+  """``(sizes, degrees)`` of the first-level subgraphs present in graph ``g``: nodes kept, and the mean degree
+  counting only edges inside the subgraph (both levels' edges; what the per-subgraph degree plot shows)."""
+  u, v = np.asarray(g["senders"]), np.asarray(g["receivers"])
+  b1 = np.asarray(g["block1"])
+  sub = np.where(b1 >= 0, b1 // groups_max, -1)
   ids = sub[sub >= 0]
   if not len(ids):
-    return math.nan
+    return np.zeros((0,)), np.zeros((0,))
   size = np.bincount(ids)
+  ok = (sub[u] >= 0) & (sub[u] == sub[v])
   internal = np.bincount(sub[u][ok], minlength=len(size))
   present = size > 0
-  x = np.log(size[present])
-  if len(x) < 2 or np.ptp(x) == 0:
+  return size[present].astype(float), 2 * internal[present] / size[present]
+
+
+def _slope(g: Mapping, groups_max: int) -> float:
+  """Slope of ``log(internal mean degree + 0.5)`` on ``log(size)`` over the first-level subgraphs."""
+  size, degree = subgraph_degrees(g, groups_max)
+  if len(size) < 2 or np.ptp(size) == 0:
     return math.nan
-  y = np.log(2 * internal[present] / size[present] + 0.5)
-  return float(np.polyfit(x, y, 1)[0])
+  return float(np.polyfit(np.log(size), np.log(degree + 0.5), 1)[0])
 
 
 def structure_statistics(g: Mapping, *, n_sbm: int, groups2: int, groups_max: int) -> dict:
@@ -101,7 +109,7 @@ def structure_statistics(g: Mapping, *, n_sbm: int, groups2: int, groups_max: in
       "clustering": _clustering(n, u, v),
       "homophily_level1": float(np.mean(b1[u][labelled] == b1[v][labelled])) if labelled.any() else math.nan,
       "homophily_level2": float(np.mean(b2[u][labelled] == b2[v][labelled])) if labelled.any() else math.nan,
-      "subgraph_degree_slope": _slope(np.where(b1 >= 0, b1 // groups_max, -1), u, v),
+      "subgraph_degree_slope": _slope(g, groups_max),
       "min_group_share": float(counts.min() / (n_sbm / groups2)),
   }
 
