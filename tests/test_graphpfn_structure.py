@@ -209,7 +209,7 @@ def test_preferential_attachment_equals_the_sequential_loop():
   (each node's first ``links`` distinct candidates from the endpoint list as it grows)."""
   n, n_sbm, n_pa, t_max, m = 96, 60, 30, 32, 3
   r = np.random.default_rng(0)
-  s = np.concatenate([np.arange(n_sbm - 1), r.integers(0, 4, 80)])
+  s = np.concatenate([np.arange(n_sbm - 1), r.integers(0, 2, 80)])  # two hubs: repeated candidates
   d = np.concatenate([np.arange(1, n_sbm), r.integers(0, n_sbm, 80)])
   graph = graphs.simplify(graphs.Graph(jnp.asarray(s, jnp.int32), jnp.asarray(d, jnp.int32),
                                        jnp.ones(len(s), bool), jnp.arange(n) < n_sbm))
