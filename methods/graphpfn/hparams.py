@@ -38,7 +38,14 @@ def _pairs(obj, names):
 
 @dataclasses.dataclass(frozen=True)
 class StructureConfig(hparams.Hyperparameters):
-  """The multi-level SBM + preferential-attachment structure prior (GraphPFN Sec. 3.1)."""
+  """The multi-level SBM + preferential-attachment structure prior (GraphPFN Sec. 3.1).
+
+  The defaults are the reference's prior (its ``pretrain.toml`` and
+  sampler). The options after ``min_group_fraction`` are off by default:
+  five keep this project's earlier variants of the points where it differed
+  from the reference, ``n_groups_per_sbm`` draws the number of groups per
+  SBM as the reference's code can (see :mod:`methods.graphpfn.structure`).
+  """
 
   n_nodes_min: int = hparams.field(1000, "Fewest nodes (SBM + PA), log-uniform.", low=2)
   n_nodes_max: int = hparams.field(5000, "Most nodes (SBM + PA); the padded node count.", low=2, high=46340)
