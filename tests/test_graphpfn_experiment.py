@@ -10,6 +10,7 @@ import time
 
 import jax
 import numpy as np
+from scipy import stats
 
 from launch import runner
 from launch.configs import graphpfn_prior as prior_config
@@ -36,9 +37,10 @@ def test_smoke_run_results_figures_and_resume(tmp_path):
 def test_graph_matters_statistically():
   """With graph_conv_ratio = 1 neighbour-averaged features raise the test R^2; with 0 they do not.
 
-  Paired per graph over ~128 samples per arm: the gap at ratio 1 exceeds the
-  gap at ratio 0 by more than 3 standard errors, and the gap at ratio 0 is
-  not positive beyond 2 standard errors.
+  Paired per graph over ~110 usable samples per arm, rank tests (the R^2
+  gaps have long tails): the gap at ratio 1 is stochastically larger than at
+  ratio 0 (one-sided Mann-Whitney p < 0.01) and positive (one-sided
+  signed-rank p < 0.01); the gap at ratio 0 is not positive (p > 0.01).
   """
   config = prior_config.get_config("smoke")
   sh, ah = prior_config.hparams_of(config)
@@ -53,10 +55,11 @@ def test_graph_matters_statistically():
     ratio += list(np.asarray(s.attributes.graph_conv_ratio)[use])
     d += list(np.asarray(res.acc_graph - res.acc_plain)[use])
   ratio, d = np.asarray(ratio), np.asarray(d)
-  gaps = {r: (d[ratio == r].mean(), d[ratio == r].std(ddof=1) / np.sqrt(np.sum(ratio == r))) for r in (0.0, 1.0)}
-  (g1, s1), (g0, s0) = gaps[1.0], gaps[0.0]
-  assert g1 - g0 > 3 * np.hypot(s1, s0), gaps
-  assert g0 < 2 * s0, gaps
+  d1, d0 = d[ratio == 1.0], d[ratio == 0.0]
+  assert len(d1) > 80 and len(d0) > 80
+  assert stats.mannwhitneyu(d1, d0, alternative="greater").pvalue < 0.01, (np.median(d1), np.median(d0))
+  assert stats.wilcoxon(d1, alternative="greater").pvalue < 0.01, np.median(d1)
+  assert stats.wilcoxon(d0, alternative="greater").pvalue > 0.01, np.median(d0)
 
 
 def _launch(work, env):

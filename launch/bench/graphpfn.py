@@ -1,95 +1,47 @@
-"""GraphPFN structure prior: the jitted JAX sampler against the same sampler in networkx.
+"""GraphPFN structure prior: the jitted JAX sampler against the reference's algorithm in NumPy, same hyperparameters.
 
-Both sides draw graphs with the same per-graph hyperparameters (node and PA
-counts, target degree, level split, subgraphs, groups, density kinds), drawn
-once by :func:`methods.graphpfn.structure.sample_params`. The peer is what
-the reference does in Python: ``networkx.stochastic_block_model`` for each
-first-level subgraph and for the global second level (block probabilities
-``scale * P_rs`` so that the expected edge count is the same target; networkx
-has no degree correction, so node weights are uniform there), the largest
-connected component, then a per-node Barabasi-Albert loop (targets drawn
-from the endpoint list), simple graph, shuffled ids. Rate: graphs per second,
-JAX compile time excluded and reported. The JAX side samples one graph per
-call (padded to the maxima, or to its size bucket), the graphs spread over
-the devices (:func:`_per_graph`).
+The peer is :mod:`launch.bench.graphpfn_oracle`: the reference's sampler
+(multi-level degree-corrected SBMs plus preferential attachment) in plain
+NumPy, vectorised over edges as a NumPy user would write it; it samples the
+same distribution, and the two-sample tests (``tests/test_graphpfn_oracle.py``)
+check that. Both sides draw graphs for the same per-graph hyperparameters,
+drawn once by :func:`methods.graphpfn.structure.sample_params`; the peer
+runs one graph at a time on one core.
+
+Rates: graphs per second and output edges per second (each side's own
+simple graphs; the same distribution, so similar counts), JAX compile time
+excluded and reported, and the number of graphs after which the jitted
+sampler has paid for its compilation, ``compile / (1 / peer rate - 1 /
+our rate)``. The JAX side samples one graph per call, padded to the
+config's maxima (one compilation) or to its size bucket (one compilation
+per bucket), the graphs spread over the devices by expected work
+(:func:`_per_graph`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import jax
-import networkx as nx
 import numpy as np
 
 from launch import mesh as mesh_lib
+from launch.bench import graphpfn_oracle
 from launch.bench import timing
 from methods import graphpfn
 from methods.graphpfn import structure
 
-
-def _densities(rng, b, uniform, coef):
-  u = np.triu(rng.random((b, b)), 1)
-  u = u + u.T
-  d = np.ones(b) if uniform else rng.random(b)
-  p = coef * u * (1.0 if uniform else np.sqrt(np.outer(d, d)))
-  np.fill_diagonal(p, d)
-  return p
-
-
-def _sbm(rng, sizes, density, target):
-  sizes = [int(s) for s in sizes if s > 0]
-  b = len(sizes)
-  density = density[:b, :b]
-  n = np.asarray(sizes, float)
-  lam = density * np.outer(n, n)
-  np.fill_diagonal(lam, np.diag(density) * n * (n - 1) / 2)
-  total = np.triu(lam).sum()
-  prob = np.clip(density * target / max(total, 1e-12), 0, 1)
-  return nx.stochastic_block_model(sizes, prob.tolist(), seed=int(rng.integers(2**31)), sparse=True)
-
-
-def networkx_graph(p: dict, hp: graphpfn.StructureConfig, rng: np.random.Generator) -> nx.Graph:
-  """One graph of the structure prior with hyperparameters ``p`` (host scalars), in networkx."""
-  n_sbm = p["n_nodes"] - p["n_pa"]
-  total = p["n_nodes"] * p["avg_degree"] / 2
-  pa_edges = p["n_pa"] * (1 + hp.pa_max_degree) / 2
-  sbm = max(total - pa_edges, n_sbm / 2)
-  m1, m2 = p["first_level_ratio"] * sbm, (1 - p["first_level_ratio"]) * sbm
-  k = p["n_subgraphs"]
-  spare = n_sbm - k * hp.min_first_level_nodes
-  sub_sizes = hp.min_first_level_nodes + np.diff(np.concatenate([[0], np.round(np.cumsum(rng.dirichlet(np.ones(k))) * spare)])).astype(int)
-  g = nx.Graph()
-  offset = 0
-  for size in sub_sizes:
-    groups = rng.multinomial(size, rng.dirichlet(np.ones(p["n_groups1"])))
-    dens = _densities(rng, p["n_groups1"], p["uniform_density1"], hp.offdiagonal_coef)
-    h = _sbm(rng, groups, dens, m1 * size / n_sbm)
-    g.add_nodes_from(range(offset, offset + size))
-    g.add_edges_from((u + offset, v + offset) for u, v in h.edges())
-    offset += size
-  groups = rng.multinomial(n_sbm, rng.dirichlet(np.ones(p["n_groups2"])))
-  h = _sbm(rng, groups, _densities(rng, p["n_groups2"], p["uniform_density2"], hp.offdiagonal_coef), m2)
-  perm = rng.permutation(n_sbm)
-  g.add_edges_from((int(perm[u]), int(perm[v])) for u, v in h.edges())
-  g = g.subgraph(max(nx.connected_components(g), key=len)).copy()
-  ends = [x for e in g.edges() for x in e] or [next(iter(g.nodes()))]
-  for t in range(p["n_pa"]):  # Barabasi-Albert: targets proportional to degree
-    new = n_sbm + t
-    for target in {ends[int(rng.integers(len(ends)))] for _ in range(int(rng.integers(1, hp.pa_max_degree + 1)))}:
-      g.add_edge(new, target)
-      ends += [new, target]
-  g.remove_edges_from(nx.selfloop_edges(g))
-  order = rng.permutation(g.number_of_nodes())
-  return nx.relabel_nodes(g, dict(zip(g.nodes(), order.tolist())))
+PEER = "NumPy port of the reference's sampler (launch/bench/graphpfn_oracle.py), same hyperparameters, one core"
 
 
 def _bench_config(quick: bool) -> tuple[graphpfn.StructureConfig, int, int]:
+  """``(config, JAX graphs, peer graphs)``."""
   if quick:
     hp = graphpfn.StructureConfig(n_nodes_min=64, n_nodes_max=256, low_degree_max=16.0, high_degree_min=16.0,
                                   high_degree_max=48.0, min_first_level_nodes=8, subgraphs_max=4, groups_max=6)
-    return hp, 64, 16
-  return graphpfn.StructureConfig(), 16, 8  # the paper's ranges: 1000-5000 nodes, degrees up to 500
+    return hp, 64, 64
+  return graphpfn.StructureConfig(), 16, 16  # the paper's ranges: 1000-5000 nodes, degrees up to 500
 
 
 def _schedule(costs: list[float], num_devices: int) -> list[int]:
@@ -128,35 +80,53 @@ def _per_graph(hp, keys, params, mesh, bucketed: bool):
   return warm, cold - warm, len(fns), edges
 
 
+def _peer(hp, params, graphs: int) -> tuple[float, np.ndarray]:
+  """Seconds and output edges of the oracle on the first ``graphs`` hyperparameter sets, one after another."""
+  host = jax.tree.map(np.asarray, params)
+  rng = np.random.default_rng(0)
+  edges = []
+  t0 = time.perf_counter()
+  for i in range(graphs):
+    p = {f: getattr(host, f)[i] for f in structure.StructureParams._fields}
+    edges.append(len(graphpfn_oracle.sample(p, hp, rng).senders))
+  return time.perf_counter() - t0, np.asarray(edges)
+
+
+def break_even(compile_s: float, ours: float, peer: float) -> float:
+  """Graphs after which compiling and sampling at ``ours`` graphs/s beats sampling at ``peer`` graphs/s."""
+  gain = 1.0 / peer - 1.0 / ours
+  return compile_s / gain if gain > 0 else math.inf
+
+
+def _rows(label, seconds, compile_s, edges, peer_s, peer_edges, note):
+  g, pg = len(edges) / seconds, len(peer_edges) / peer_s
+  e, pe = edges.sum() / seconds, peer_edges.sum() / peer_s
+  even = break_even(compile_s, g, pg)
+  paid = f"paid back after {even:,.0f} graphs" if math.isfinite(even) else "never paid back"
+  common = dict(peer_name=PEER, notes=f"{note}; compile {compile_s:.1f}s excluded, {paid}")
+  return [dict(common, benchmark=f"{label}, graphs/s", unit="graphs/s", ours=g, peer=pg, ratio=g / pg),
+          dict(common, benchmark=f"{label}, edges/s", unit="edges/s", ours=e, peer=pe, ratio=e / pe)]
+
+
 def run(quick: bool) -> list[dict]:
   hp, batch, peer_graphs = _bench_config(quick)
   mesh = mesh_lib.make_mesh()
   batch = mesh_lib.padded_size(batch, mesh)
   keys = jax.random.split(jax.random.key(0), batch)
   params = jax.jit(jax.vmap(lambda k: structure.sample_params(k, hp)))(jax.random.split(jax.random.key(1), batch))
-  rng = np.random.default_rng(0)
-  host = jax.tree.map(np.asarray, params)
-  t0 = time.perf_counter()
-  peer_edges = []
-  for i in range(peer_graphs):
-    p = {f: getattr(host, f)[i].item() for f in structure.StructureParams._fields}
-    peer_edges.append(networkx_graph(p, hp, rng).number_of_edges())
-  peer = peer_graphs / (time.perf_counter() - t0)
+  peer_s, peer_edges = _peer(hp, params, min(peer_graphs, batch))
   size = "n 64-256, degree <= 48" if quick else "paper ranges: n 1000-5000, degree <= 500"
-  common = dict(unit="graphs/s", peer=peer, peer_name="networkx SBMs + Python BA loop, same hyperparameters")
+  how = f"{mesh_lib.describe_devices()}; one call per graph, graphs spread over the devices by size"
   seconds, compile_s, _, edges = _per_graph(hp, keys, params, mesh, bucketed=False)
-  ours = batch / seconds
-  print(f"graphpfn structure: JAX {ours:.2f} graphs/s padded to the maxima ({batch} graphs), networkx {peer:.2f} graphs/s",
-        flush=True)
-  note = (f"{mesh_lib.describe_devices()}; mean edges of the first {peer_graphs} graphs {edges[:peer_graphs].mean():,.0f} "
-          f"(JAX) vs {np.mean(peer_edges):,.0f} (networkx: no degree correction, so fewer parallel edges merge)")
-  how = "one call per graph, graphs spread over the devices by size"
-  rows = [dict(common, benchmark=f"GraphPFN structure prior ({size}), {batch} graphs padded to the maxima",
-               ours=ours, ratio=ours / peer, notes=f"{note}; one compiled size, {how}; compile {compile_s:.1f}s excluded")]
+  print(f"graphpfn structure: JAX {batch / seconds:.2f} graphs/s padded, oracle "
+        f"{len(peer_edges) / peer_s:.2f} graphs/s; mean edges {edges.mean():,.0f} (JAX) vs "
+        f"{peer_edges.mean():,.0f} (oracle)", flush=True)
+  note = f"{how}; mean edges {edges.mean():,.0f} (JAX) vs {peer_edges.mean():,.0f} (oracle)"
+  rows = _rows(f"GraphPFN structure prior ({size}), {batch} graphs padded to the maxima (one compilation)",
+               seconds, compile_s, edges, peer_s, peer_edges, note)
   if not quick:
-    seconds, compile_s, count, _ = _per_graph(hp, keys, params, mesh, bucketed=True)
+    seconds, compile_s, count, edges = _per_graph(hp, keys, params, mesh, bucketed=True)
     print(f"graphpfn structure: JAX {batch / seconds:.2f} graphs/s in {count} size buckets", flush=True)
-    rows.append(dict(common, benchmark=f"GraphPFN structure prior ({size}), {batch} graphs in size buckets",
-                     ours=batch / seconds, ratio=batch / seconds / peer,
-                     notes=f"{note}; {count} buckets (powers of two), {how}; compile {compile_s:.1f}s excluded"))
+    rows += _rows(f"GraphPFN structure prior ({size}), {batch} graphs in {count} size buckets (powers of two)",
+                  seconds, compile_s, edges, peer_s, peer_edges, note)
   return rows

@@ -23,6 +23,10 @@ ACTIVATIONS = (
 )
 SAMPLINGS = ("normal", "mixed", "uniform")
 TASKS = ("regression", "binary", "multiclass")
+SUBGRAPH_DEGREES = ("equal", "size_weighted")
+NODE_WEIGHTS = ("uniform", "equal")
+GROUP_SIZES = ("min_size", "unconstrained")
+DIAGONAL_PAIRS = ("n_squared", "n_choose_2")
 
 
 def _pairs(obj, names):
@@ -34,7 +38,14 @@ def _pairs(obj, names):
 
 @dataclasses.dataclass(frozen=True)
 class StructureConfig(hparams.Hyperparameters):
-  """The multi-level SBM + preferential-attachment structure prior (GraphPFN Sec. 3.1)."""
+  """The multi-level SBM + preferential-attachment structure prior (GraphPFN Sec. 3.1).
+
+  The defaults are the reference's prior (its ``pretrain.toml`` and
+  sampler). The options after ``min_group_fraction`` are off by default:
+  five keep this project's earlier variants of the points where it differed
+  from the reference, ``n_groups_per_sbm`` draws the number of groups per
+  SBM as the reference's code can (see :mod:`methods.graphpfn.structure`).
+  """
 
   n_nodes_min: int = hparams.field(1000, "Fewest nodes (SBM + PA), log-uniform.", low=2)
   n_nodes_max: int = hparams.field(5000, "Most nodes (SBM + PA); the padded node count.", low=2, high=46340)
@@ -53,10 +64,30 @@ class StructureConfig(hparams.Hyperparameters):
   first_level_ratio_max: float = hparams.field(0.95, "Share of SBM edges at level 1: max.", low=0, high=1)
   min_first_level_nodes: int = hparams.field(64, "Fewest nodes of a first-level subgraph.", low=1)
   offdiagonal_coef: float = hparams.field(0.1, "Off-diagonal block densities are coef * U(0, 1) (times sqrt(d_r d_s)).", low=0)
-  uniform_density_prob: float = hparams.field(0.5, "Probability of unit diagonal densities (else U(0, 1)).", low=0, high=1)
-  zipf_prob: float = hparams.field(0.5, "Probability of power-law node weights (else equal weights).", low=0, high=1)
-  zipf_gamma_min: float = hparams.field(2.0, "Power-law exponent gamma ~ U(min, max).", low=1, low_open=True)
-  zipf_gamma_max: float = hparams.field(3.0, "Power-law exponent: max.", low=1, low_open=True)
+  uniform_density_prob: float = hparams.field(
+      0.5, "Probability that an SBM has unit diagonal densities and one shared off-diagonal density.", low=0, high=1)
+  zipf_prob: float = hparams.field(0.5, "Probability that an SBM draws Zipf node weights (else node_weights).", low=0, high=1)
+  zipf_gamma_min: float = hparams.field(2.0, "Zipf exponent gamma ~ U(min, max), drawn per SBM.", low=1, low_open=True)
+  zipf_gamma_max: float = hparams.field(3.0, "Zipf exponent: max.", low=1, low_open=True)
+  min_group_size: int = hparams.field(4, "Fewest nodes of an SBM group (the reference's constant).", low=1)
+  min_group_fraction: float = hparams.field(
+      0.1, "A group has >= this share of an even split (n / groups), if more than min_group_size.", low=0, high=1)
+  # The reference's prior is the default; the alternatives are earlier variants of this project, kept for comparison.
+  subgraph_degree: str = hparams.field(
+      "equal", "First-level expected degree: the same in every subgraph ('equal', reference) or edges spread "
+      "over all subgraphs by density times both block sizes ('size_weighted').", choices=SUBGRAPH_DEGREES)
+  cap_first_level_degree: bool = hparams.field(
+      True, "Cap the first-level degree at min_first_level_nodes - 1 (reference).")
+  node_weights: str = hparams.field(
+      "uniform", "Non-Zipf node weights: U(0, 1) ('uniform', reference) or all equal ('equal').", choices=NODE_WEIGHTS)
+  group_sizes: str = hparams.field(
+      "min_size", "Group sizes: uniform over compositions with the minimum size ('min_size', reference) or "
+      "with empty groups allowed ('unconstrained').", choices=GROUP_SIZES)
+  n_groups_per_sbm: bool = hparams.field(
+      False, "Draw the number of groups afresh for every SBM (else one per graph, as the reference's pretraining config).")
+  diagonal_pairs: str = hparams.field(
+      "n_squared", "Node pairs counted in a diagonal block of n nodes: n^2 ('n_squared', reference) or "
+      "n (n - 1) / 2 ('n_choose_2').", choices=DIAGONAL_PAIRS)
 
   def checks(self):
     yield from _pairs(self, [

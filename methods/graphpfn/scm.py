@@ -15,6 +15,48 @@ meta-sampled as ``clip(round(m * exp(0.3 z)), min, max)`` with
 (so ``init_std`` sets how far into its non-linear range each activation is
 driven and ``noise_std`` is relative to unit-variance units); SAGE-x is ``(h + agg_x(h)) / 2``;
 the "mixed" sampling draws each cause column normal, uniform or discrete.
+
+Departures from the reference's public generator (yandex-research/graphpfn:
+``lib/graphpfn/prior/gnn_scm.py`` and ``utils.py``; its later ``layers.py``,
+``base_scm.py``, ``structural.py`` and ``pretrain.toml``; no port of that
+generator exists here, so these are read off its code, not measured):
+
+1. Units standardised after every layer; the reference standardises each
+   unit before its activation too, then scales and shifts it at random
+   (``exp(2 z1) (x + z2)``, one pair per layer or per unit), which this
+   project does not.
+2. Weights ``N(0, init_std^2 / fan_in)`` with Bernoulli dropout
+   ``U(0, dropout_max)``; the reference: ``N(0, init_std^2)`` without fan-in
+   scaling, block-wise dropout (random diagonal blocks) or Bernoulli
+   dropout ``0.9 Beta(b, k)``, ``b, k ~ U(0.1, 5)``, std divided by the
+   square root of the keep probability, no dropout in the first layer.
+3. No biases (the reference's layers are ``nn.Linear`` with biases).
+4. GCN with self-loops, ``D~^-1/2 (A + I) D~^-1/2 h`` (the reference: the
+   neighbours' sum weighted ``1 / sqrt(d_u d_v)``, no self-loop); SAGE-x
+   ``(h + agg_x(h)) / 2`` (the reference: ``agg_x(h)``); the attention
+   layer attends with random query/key weights over ``h`` itself (the
+   reference: random query/key/value and output linear layers).
+5. Noise of one std per layer (the reference: optionally per unit,
+   ``|N(0, std^2)|``).
+6. Meta-sampled sizes and scales as above (the reference: ``lower +
+   round(truncated normal)`` with a log-uniform mean and a log-uniform
+   relative spread for causes, layers, width, noise and init std).
+7. One activation per layer always (the reference: per layer with
+   probability 1/2, else one for all layers; a slightly different list);
+   "fourier" is one random cosine (the reference's random function sums
+   256 random sines with decaying weights and is drawn ten times as often
+   as any other activation).
+8. Laplacian eigenvectors as causes with probability 1/2 (the reference's
+   pretraining: none); PageRank ``log(pr n)``, damping 0.85 (the reference:
+   ``log(pr + 1e-6)``, damping ``U(0.6, 0.9)``).
+9. Causes: uniform ``U(-1.7, 1.7)`` (the reference: ``U(0, 1)``); "mixed"
+   draws normal, uniform or discrete columns (the reference: normal,
+   multinomial, clipped Zipf or uniform with random mixing shares,
+   optionally pre-sampled means and stds).
+10. In causal mode the width is not raised to ``1 + 2 n_features`` (the
+    reference does), so a graph can have fewer features than drawn.
+11. Non-causal mode: ``y`` is a unit of the last hidden layer (the
+    reference adds one output block).
 """
 
 from __future__ import annotations

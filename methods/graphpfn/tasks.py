@@ -11,6 +11,13 @@ training set; columns constant on the training nodes are dropped.
 
 :func:`sample` draws one complete prior sample (structure, attributes, task)
 from one key; it is jittable and ``jax.vmap``-able over keys.
+
+Departures from the reference's pretraining config (``pretrain.toml``,
+``postprocessing``): categorical columns get at most ``categories_max``
+(10) categories (the reference: up to 256); the training nodes are a
+random ``round(train_ratio * n)`` of the nodes the graph kept (the
+reference: the first ``round(train_ratio * n_target)`` of the shuffled
+nodes, ``n_target`` the drawn node count before the largest component).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from methods.graphpfn import statistics as stats_lib
 RANGES = {
     "structure.n_nodes": ("structure", "n_nodes_min", "n_nodes_max"),
     "structure.first_level_ratio": ("structure", "first_level_ratio_min", "first_level_ratio_max"),
-    "structure.zipf_gamma": ("structure", "zipf_gamma_min", "zipf_gamma_max"),
     "attributes.num_causes": ("attributes", "num_causes_min", "num_causes_max"),
     "attributes.num_layers": ("attributes", "num_layers_min", "num_layers_max"),
     "attributes.hidden_dim": ("attributes", "hidden_dim_min", "hidden_dim_max"),
