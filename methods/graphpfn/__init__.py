@@ -14,15 +14,16 @@ __all__ = [
     "sample_params", "statistics",
 ]
 
-# The GraphPFN network: batching, model, Riemann head, in-context evaluation.
-from methods.graphpfn import batching, evaluation, model, riemann  # noqa: E402
+# The GraphPFN network: batching, model, Riemann head, pretraining, in-context evaluation.
+from methods.graphpfn import batching, evaluation, model, prior_stream, riemann, train  # noqa: E402
 from methods.graphpfn.batching import BatchError, GraphBatch, collate  # noqa: E402
 from methods.graphpfn.evaluation import LearningCurve, Predictions, Scores, Summary  # noqa: E402
 from methods.graphpfn.model import GraphPFN, Outputs  # noqa: E402
 from methods.graphpfn.model_hparams import BaselineConfig, BucketConfig, ModelConfig, TrainConfig  # noqa: E402
+from methods.graphpfn.train import Metrics, TrainState  # noqa: E402
 
 __all__ += [
     "BaselineConfig", "BatchError", "BucketConfig", "GraphBatch", "GraphPFN", "LearningCurve", "ModelConfig",
     "Outputs", "Predictions", "Scores", "Summary", "TrainConfig", "batching", "collate", "evaluation", "model",
-    "riemann",
+    "riemann", "Metrics", "TrainState", "prior_stream", "train",
 ]
