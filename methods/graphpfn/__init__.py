@@ -14,8 +14,8 @@ __all__ = [
     "sample_params", "statistics",
 ]
 
-# The GraphPFN network: batching, model, Riemann head, pretraining, in-context evaluation.
-from methods.graphpfn import batching, evaluation, model, prior_stream, riemann, train  # noqa: E402
+# The GraphPFN network: batching, model, Riemann head, pretraining, in-context evaluation, baselines.
+from methods.graphpfn import baselines, batching, evaluation, model, prior_stream, riemann, train  # noqa: E402
 from methods.graphpfn.batching import BatchError, GraphBatch, collate  # noqa: E402
 from methods.graphpfn.evaluation import LearningCurve, Predictions, Scores, Summary  # noqa: E402
 from methods.graphpfn.model import GraphPFN, Outputs  # noqa: E402
@@ -23,7 +23,7 @@ from methods.graphpfn.model_hparams import BaselineConfig, BucketConfig, ModelCo
 from methods.graphpfn.train import Metrics, TrainState  # noqa: E402
 
 __all__ += [
-    "BaselineConfig", "BatchError", "BucketConfig", "GraphBatch", "GraphPFN", "LearningCurve", "ModelConfig",
-    "Outputs", "Predictions", "Scores", "Summary", "TrainConfig", "batching", "collate", "evaluation", "model",
-    "riemann", "Metrics", "TrainState", "prior_stream", "train",
+    "BaselineConfig", "BatchError", "BucketConfig", "GraphBatch", "GraphPFN", "LearningCurve", "Metrics",
+    "ModelConfig", "Outputs", "Predictions", "Scores", "Summary", "TrainConfig", "TrainState", "baselines",
+    "batching", "collate", "evaluation", "model", "prior_stream", "riemann", "train",
 ]
