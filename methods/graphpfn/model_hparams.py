@@ -51,7 +51,7 @@ class ModelConfig(hparams.Hyperparameters):
 class TrainConfig(hparams.Hyperparameters):
   """Pretraining on streamed prior batches: AdamW with linear warmup and cosine decay (optax)."""
 
-  batch_size: int = F(16, "Graphs per training step (the axis sharded over devices).", low=1)
+  batch_size: int = F(16, "Graphs per training step, drawn by the stream (the axis sharded over devices).", low=1)
   total_steps: int = F(2000, "Training steps; the cosine decay ends here.", low=1)
   warmup_steps: int = F(100, "Linear warmup steps from 0 to learning_rate.", low=0)
   learning_rate: float = F(1e-3, "Peak AdamW learning rate.", low=0.0, low_open=True)
