@@ -8,6 +8,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from methods import graphpfn
@@ -62,6 +63,7 @@ def _trained():
   return first, state, metrics, len({(b.x.shape[1], b.senders.shape[1]) for b in batches})
 
 
+@pytest.mark.slow  # 40 training steps on freshly sampled prior graphs: about a minute of CPU
 def test_training_reduces_held_out_loss_without_recompiles():
   first, state, metrics, buckets = _trained()
   assert int(state.step) == STEPS
@@ -113,6 +115,7 @@ def test_one_device_equals_eight_devices():
   chex.assert_trees_all_close(jax.device_get(eight_metrics), jax.device_get(one_metrics), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # reuses (or runs) the training above
 def test_learning_curve_and_in_context_scores():
   first, state, _, _ = _trained()
   held_out = [_batch(1, i) for i in range(HELD_OUT)]
