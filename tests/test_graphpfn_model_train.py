@@ -1,5 +1,5 @@
 """GraphPFN pretraining on the prior: the held-out loss falls, no recompiles after warm-up, a resumed run is
-bit-identical, one device = eight devices within rounding, the learning-curve helper."""
+bit-identical, one device = eight devices within rounding, the learning curve over saved steps."""
 
 import dataclasses
 import functools
