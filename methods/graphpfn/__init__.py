@@ -16,3 +16,17 @@ __all__ = [
     "StructureSample", "Variant", "batch_fn", "edge_targets", "level_degrees", "only", "permute_nodes", "probe",
     "sample", "sample_graph", "sample_params", "statistics", "two_sample", "variant_of",
 ]
+
+# The GraphPFN network: batching, model, Riemann head, pretraining, in-context evaluation, baselines.
+from methods.graphpfn import baselines, batching, evaluation, model, prior_stream, riemann, train  # noqa: E402
+from methods.graphpfn.batching import BatchError, GraphBatch, collate  # noqa: E402
+from methods.graphpfn.evaluation import LearningCurve, Predictions, Scores, Summary  # noqa: E402
+from methods.graphpfn.model import GraphPFN, Outputs  # noqa: E402
+from methods.graphpfn.model_hparams import BaselineConfig, BucketConfig, ModelConfig, TrainConfig  # noqa: E402
+from methods.graphpfn.train import Metrics, TrainState  # noqa: E402
+
+__all__ += [
+    "BaselineConfig", "BatchError", "BucketConfig", "GraphBatch", "GraphPFN", "LearningCurve", "Metrics",
+    "ModelConfig", "Outputs", "Predictions", "Scores", "Summary", "TrainConfig", "TrainState", "baselines",
+    "batching", "collate", "evaluation", "model", "prior_stream", "riemann", "train",
+]
