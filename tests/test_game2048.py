@@ -5,11 +5,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pgx  # a test dependency (setup.cfg [test]); the environment itself imports only JAX
 import pytest
 
 from envs import game2048
-
-pgx = pytest.importorskip("pgx")
 
 
 def _board(rows):
