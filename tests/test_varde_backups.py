@@ -69,7 +69,7 @@ def test_allocation_approaches_the_neyman_shares_of_the_backups_weights(backup):
   """``n_a / N -> |w_a| sigma_a / sum |w| sigma`` with ``w`` the backup's own influence weights."""
   tau, b, sims = 0.2, 16, 3000
   mdp = _batch(_bandit_tree(MEANS, STDS), b)
-  policy = rules.varde_policy(tau=tau, backup=backup, tau_scale="none")
+  policy = rules.varde_policy(tau=tau, backup=backup, tau_scale="none", floor_c=0.0)
   out = mcts.search(mdp, jnp.zeros(b, jnp.int32), jax.random.key(0), policy=policy, num_simulations=sims, horizon=1,
                     leaf_value="zero")
   shares = np.asarray(out.visits).mean(0) / sims
@@ -118,7 +118,7 @@ def test_first_order_variance_of_the_root_decision_matches_monte_carlo(backup, t
   stds = np.array(stds)
   runs, sims = 2000, 400
   mdp = _batch(_two_level_mdp(means, stds), runs)
-  policy = rules.varde_policy(tau=tau, backup=backup, tau_scale="none")
+  policy = rules.varde_policy(tau=tau, backup=backup, tau_scale="none", floor_c=0.0)
   out = jax.jit(lambda m, k: mcts.search(m, m.s0, k, policy=policy, num_simulations=sims, horizon=2,
                                          leaf_value="zero"))(mdp, jax.random.key(3))
   t = out.tree

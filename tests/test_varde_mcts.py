@@ -34,7 +34,7 @@ def test_stochastic_edge_converges_to_its_mean_and_is_not_frozen():
   term = np.array([False, False, False, True])
   mdp = _batch(mdps.from_dense(p, rm, 0.0, 1.0, terminal=term), 8)
   roots = jnp.zeros(8, jnp.int32)
-  for policy in (mcts.uct_policy(c=1.0), mcts.varde_policy(tau=0.1)):
+  for policy in (mcts.uct_policy(c=1.0), mcts.varde_policy()):
     out = mcts.search(mdp, roots, jax.random.key(1), policy=policy, num_simulations=400, horizon=2, leaf_value="zero")
     np.testing.assert_allclose(np.asarray(out.q[:, 0]), 0.5, atol=0.12)
     assert (np.asarray(out.tree.outcome_n[:, 0, 0]) > 0).sum(-1).min() == 2  # both successors in the tree
