@@ -181,8 +181,12 @@ def stochastic_muzero_search(
     params: as for :func:`methods.varde.tree_search.search`.
     root_embedding: ``B`` roots (leading ``[B]`` axes).
     key: randomness of the root value, the simulator and the search.
-    num_simulations: static budget (one mctx simulation expands one decision
-      or one chance node and calls ``value_fn`` once, as one of ours does).
+    num_simulations: static budget. One mctx simulation expands one
+      decision or one chance node and uses one ``value_fn`` evaluation, as
+      one of ours does (which expands a decision and a chance step at once);
+      mctx's stochastic recurrent function computes both the decision and the
+      chance function at every expansion and keeps one, so in wall time a
+      simulation costs it two evaluations.
     horizon: decision steps below the root (mctx's ``max_depth = 2 horizon``:
       it counts decision and chance levels).
     batched_params: whether ``params`` has the batch axis.
