@@ -72,6 +72,39 @@ def _noise(key: jax.Array, df: float) -> jax.Array:
   return jax.random.t(key, df) * math.sqrt((df - 2.0) / df)
 
 
+def decision_step(mdp: TabularMDP, key: jax.Array, state: jax.Array, action: jax.Array) -> jax.Array:
+  """The reward half of a simulator call: a sampled reward of ``action`` in ``state``.
+
+  Args:
+    mdp: the MDP.
+    key: randomness of the reward noise.
+    state: scalar int32 state.
+    action: scalar int32 action.
+
+  Returns:
+    Scalar float32 reward (0 in a terminal state). The afterstate is the
+    pair ``(state, action)``; :func:`chance_step` samples its successor.
+  """
+  reward = mdp.reward_mean[state, action] + mdp.reward_std[state, action] * _noise(key, mdp.df)
+  return jnp.where(mdp.terminal[state], 0.0, reward)
+
+
+def chance_logits(mdp: TabularMDP, state: jax.Array, action: jax.Array) -> jax.Array:
+  """``[M]`` log-probabilities of the successors ``succ[state, action]`` (the chance node)."""
+  return jnp.log(mdp.prob[state, action])
+
+
+def chance_apply(mdp: TabularMDP, state: jax.Array, action: jax.Array, outcome: jax.Array) -> jax.Array:
+  """The successor of outcome ``outcome`` in ``[0, M)``; terminal states stay put."""
+  return jnp.where(mdp.terminal[state], state, mdp.succ[state, action, outcome])
+
+
+def chance_step(mdp: TabularMDP, key: jax.Array, state: jax.Array, action: jax.Array):
+  """The transition half of a simulator call: ``(next_state, outcome)`` sampled with ``key``."""
+  outcome = jax.random.categorical(key, chance_logits(mdp, state, action)).astype(jnp.int32)
+  return chance_apply(mdp, state, action, outcome), outcome
+
+
 def step(mdp: TabularMDP, key: jax.Array, state: jax.Array, action: jax.Array):
   """One call of the simulator (a generative model).
 
@@ -84,15 +117,13 @@ def step(mdp: TabularMDP, key: jax.Array, state: jax.Array, action: jax.Array):
   Returns:
     ``(next_state, reward, outcome)``: the sampled successor, the sampled
     reward and the index in ``[0, M)`` of the successor in ``succ[s, a]``.
-    Terminal states stay put with reward 0.
+    Terminal states stay put with reward 0. The same as
+    :func:`decision_step` then :func:`chance_step` with the two halves of
+    ``jax.random.split(key)`` (successor first).
   """
   k_next, k_reward = jax.random.split(key)
-  logits = jnp.log(mdp.prob[state, action])
-  outcome = jax.random.categorical(k_next, logits).astype(jnp.int32)
-  reward = mdp.reward_mean[state, action] + mdp.reward_std[state, action] * _noise(k_reward, mdp.df)
-  done = mdp.terminal[state]
-  next_state = jnp.where(done, state, mdp.succ[state, action, outcome])
-  return next_state, jnp.where(done, 0.0, reward), outcome
+  next_state, outcome = chance_step(mdp, k_next, state, action)
+  return next_state, decision_step(mdp, k_reward, state, action), outcome
 
 
 def rollout(mdp: TabularMDP, key: jax.Array, state: jax.Array, steps: jax.Array, max_steps: int) -> jax.Array:
@@ -161,6 +192,17 @@ def policy_value(mdp: TabularMDP, policy: jax.Array) -> jax.Array:
   p_pi = jnp.einsum("sa,sat->st", policy, dense) * live[:, None]
   r_pi = jnp.sum(policy * mdp.reward_mean, -1) * live
   return jnp.linalg.solve(jnp.eye(s) - mdp.gamma * p_pi, r_pi)
+
+
+def scale_rewards(mdp: TabularMDP, factor: float) -> TabularMDP:
+  """A copy of ``mdp`` whose rewards (means and noise) are multiplied by ``factor > 0``.
+
+  Values, returns and regrets scale by ``factor``; a scale-free search rule
+  makes the same decisions on both.
+  """
+  if not factor > 0:
+    raise ValueError(f"factor={factor} must be > 0")
+  return mdp.replace(reward_mean=mdp.reward_mean * factor, reward_std=mdp.reward_std * factor)
 
 
 # ---------------------------------------------------------------------------

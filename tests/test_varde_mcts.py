@@ -1,4 +1,4 @@
-"""VarDE tree search: closed form, convergence, unfrozen chance nodes, mctx parity, shapes, devices."""
+"""VarDE tree search: convergence, unfrozen chance nodes, mctx parity, shapes, devices (closed forms: test_varde_backups)."""
 
 import functools
 import math
@@ -19,34 +19,8 @@ from methods.varde import mcts
 from methods.varde import mctx_adapter
 
 
-def _bandit_tree(means, stds):
-  """Two levels: a root whose actions lead to terminal leaves with N(mean, std^2) returns."""
-  k = len(means)
-  p = np.zeros((k + 1, k, k + 1))
-  p[0, np.arange(k), 1 + np.arange(k)] = 1.0
-  p[1:, :, 0] = 1.0  # leaves are terminal (never used)
-  rm = np.zeros((k + 1, k))
-  rs = np.zeros((k + 1, k))
-  rm[0], rs[0] = means, stds
-  term = np.arange(k + 1) > 0
-  return mdps.from_dense(p, rm, rs, 1.0, terminal=term)
-
-
 def _batch(mdp, b):
   return jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), mdp)
-
-
-def test_varde_allocation_matches_its_closed_form_on_a_two_level_tree():
-  means, stds, tau = np.array([0.5, 0.4, 0.3]), np.array([0.2, 0.4, 0.1]), 0.2
-  mdp = _batch(_bandit_tree(means, stds), 16)
-  out = mcts.search(mdp, jnp.zeros(16, jnp.int32), jax.random.key(0), policy=mcts.varde_policy(tau=tau),
-                    num_simulations=3000, horizon=1, leaf_value="zero")
-  shares = np.asarray(out.visits).mean(0) / 3000
-  pi = np.exp(means / tau) / np.exp(means / tau).sum()
-  expected = pi * stds / (pi * stds).sum()
-  np.testing.assert_allclose(shares, expected, atol=0.04)
-  chex.assert_shape([out.action, out.q, out.visits], [(16,), (16, 3), (16, 3)])
-  chex.assert_shape(out.tree.edge_sumsq, (16, 3001, 3))
 
 
 def test_stochastic_edge_converges_to_its_mean_and_is_not_frozen():
@@ -60,7 +34,7 @@ def test_stochastic_edge_converges_to_its_mean_and_is_not_frozen():
   term = np.array([False, False, False, True])
   mdp = _batch(mdps.from_dense(p, rm, 0.0, 1.0, terminal=term), 8)
   roots = jnp.zeros(8, jnp.int32)
-  for policy in (mcts.uct_policy(c=1.0), mcts.varde_policy(tau=0.1)):
+  for policy in (mcts.uct_policy(c=1.0), mcts.varde_policy()):
     out = mcts.search(mdp, roots, jax.random.key(1), policy=policy, num_simulations=400, horizon=2, leaf_value="zero")
     np.testing.assert_allclose(np.asarray(out.q[:, 0]), 0.5, atol=0.12)
     assert (np.asarray(out.tree.outcome_n[:, 0, 0]) > 0).sum(-1).min() == 2  # both successors in the tree
@@ -106,7 +80,8 @@ def test_mctx_adapter_reproduces_mctx_on_a_deterministic_tree():
 
   root = mctx.RootFnOutput(prior_logits=jnp.zeros((b, k)), value=jnp.zeros(b), embedding=roots)
   _, k_search = jax.random.split(jax.random.key(3))
-  direct = mctx.muzero_policy(env, k_search, root, recurrent_fn, 40, max_depth=depth, temperature=0.0)
+  direct = mctx.muzero_policy(env, k_search, root, recurrent_fn, 40, max_depth=depth, temperature=0.0,
+                              dirichlet_fraction=0.0)
   np.testing.assert_array_equal(action, direct.action)
   np.testing.assert_array_equal(ours.search_tree.summary().visit_counts, direct.search_tree.summary().visit_counts)
   np.testing.assert_allclose(ours.search_tree.summary().qvalues, direct.search_tree.summary().qvalues, rtol=1e-6)

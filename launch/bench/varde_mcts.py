@@ -7,7 +7,12 @@ mctx's ``recurrent_fn`` (``methods/varde/mctx_adapter.py``). This project's
 search also keeps each edge's second moment and re-samples every chance
 outcome. Compile time is excluded (reported separately); the root simple
 regret of both at that budget is in the notes (mean and standard error over
-the batch, exact values by dynamic programming).
+the batch, exact values by dynamic programming). VarDE runs with its default
+hyperparameters (``methods.varde.mcts.MCTSHparams``).
+
+A last row (``launch.bench.varde_2048``) plays 2048 with VarDE's search and
+with ``mctx.stochastic_muzero_policy`` on the same simulator, leaf value and
+budget: simulations per second and the score reached, side by side.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 from envs import trees
 from launch import mesh as mesh_lib
 from launch.bench import timing
+from launch.bench import varde_2048
 from launch.experiments.varde import mcts as varde_mcts
 from methods.varde import mcts
 from methods.varde import mctx_adapter
@@ -33,7 +39,7 @@ def run(quick: bool) -> list[dict]:
   roots = jnp.zeros((batch,), jnp.int32)
   regret = jax.jit(jax.vmap(functools.partial(varde_mcts.root_regret, horizon=depth)))
   rows = []
-  policies = (("VarDE", mcts.varde_policy(tau=0.3)), ("UCT", mcts.uct_policy(c=1.0)))
+  policies = (("VarDE", mcts.make_policy("varde", mcts.MCTSHparams())), ("UCT", mcts.uct_policy(c=1.0)))
   for ours_name, policy in policies[:1] if quick else policies:
     ours = jax.jit(lambda e, r, k, p=policy: mcts.search(e, r, k, policy=p, num_simulations=sims, horizon=depth).action)
     theirs = jax.jit(lambda e, r, k: mctx_adapter.mctx_search(e, r, k, policy="mctx_gumbel", num_simulations=sims,
@@ -57,4 +63,4 @@ def run(quick: bool) -> list[dict]:
             f"{r_t.mean():.3f} ± {se(r_t):.3f} (mctx)"
         ),
     })
-  return rows
+  return rows + varde_2048.run(quick)

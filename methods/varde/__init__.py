@@ -4,9 +4,14 @@
   :data:`ALGORITHMS` share the :class:`BAIAlgorithm` interface and run in one
   loop, :func:`run_bai`; :func:`sweep` evaluates many algorithms over many seeds.
 * Monte Carlo tree search in stochastic environments (a reconstruction):
-  :mod:`methods.varde.mcts` (VarDE, UCT, MENTS, Power-UCT behind
-  :class:`TreePolicy`) and :mod:`methods.varde.mctx_adapter` (mctx's own
-  policies on the same environments).
+  :mod:`methods.varde.tree_rules` (VarDE's descent with four backups and a
+  scale-free temperature; UCT, MENTS, Power-UCT behind :class:`TreePolicy`),
+  :mod:`methods.varde.tree_search` (the batched search over any
+  :class:`Simulator`: an mctx-style decision step plus a chance step),
+  :mod:`methods.varde.mcts` (hyperparameters and the tabular-MDP front end),
+  :mod:`methods.varde.mctx_adapter` (mctx's own policies, including
+  ``stochastic_muzero_policy``, on the same simulators) and
+  :mod:`methods.varde.play2048` (whole games of 2048, one search per move).
 * Best-policy identification with a generative model (a reconstruction):
   :mod:`methods.varde.bpi`.
 """
@@ -47,8 +52,16 @@ from methods.varde.suite import build_suite
 from methods.varde import bpi
 from methods.varde import mcts
 from methods.varde import mctx_adapter
+from methods.varde import play2048
+from methods.varde import tree_rules
+from methods.varde import tree_search
 from methods.varde.bpi import BPIHparams
 from methods.varde.bpi import run_bpi
 from methods.varde.mcts import MCTSHparams
-from methods.varde.mcts import TreePolicy
 from methods.varde.mcts import search
+from methods.varde.mcts import tabular_simulator
+from methods.varde.play2048 import GameResult
+from methods.varde.play2048 import Play2048Hparams
+from methods.varde.tree_rules import TreePolicy
+from methods.varde.tree_search import DecisionOutput
+from methods.varde.tree_search import Simulator

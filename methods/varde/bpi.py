@@ -22,6 +22,25 @@ budget rather than a stopping rule) and a BESPOKE-style variance-aware
 allocation (Zanette, Kochenderfer and Brunskill, 2019: ``n`` proportional to
 the variance of the Bellman target, without occupancy weighting).
 
+**Forced-exploration floor** (VarDE only; ``floor_c = 0`` switches it off).
+Occupancy weighting starves the pairs that the current softmax policy rarely
+reaches: their weight ``d^2`` is tiny, so their estimates stay at the warm
+start, and a wrong estimate there is never corrected. This is an estimation
+problem, not an exploration trap (with a generative model every pair can be
+sampled at any time). After sample ``t``, every pair must have at least
+
+    n0(t) = floor(c sqrt(t / (S A)))
+
+samples; while some pair has fewer, the least-sampled pair is taken
+(:func:`floor_select`). Guarantee, for ``0 <= c <= 1``, whatever the rule it
+overrides: ``min_{s,a} n_t(s, a) >= n0(t) - 1`` at every ``t`` (so after a
+budget ``T`` every pair has ``n0(T) - 1`` samples or more). Proof: ``n0``
+reaches ``j`` at ``t_j = ceil(S A j^2 / c^2)`` and ``t_{j+1} - t_j >= S A`` for
+``c <= 1``; if every pair has ``j - 1`` samples at ``t_j``, at most ``S A``
+forced samples lift all of them to ``j`` before ``t_{j+1}``; the round-robin
+warm start keeps ``min n_t >= floor(t / (S A)) >= n0(t) - 1`` while it lasts.
+The floor costs at most ``S A n0(T) ~ c sqrt(S A T)`` of the ``T`` samples.
+
 The statistics are replanned every ``replan_every`` samples (an outer
 ``scan`` over blocks, an inner one over samples), so the whole run is one
 branch-free jitted loop.
@@ -53,6 +72,8 @@ class BPIHparams(hparams.Hyperparameters):
   vi_iters: int = hparams.field(200, "Value-iteration sweeps of each planning.", low=1)
   gape_c: float = hparams.field(0.5, "MDP-GapE confidence width c (bonus c sqrt(log T / n) / (1 - gamma)).", low=0)
   gape_horizon: int = hparams.field(10, "MDP-GapE trajectory length before a reset to s0.", low=1)
+  floor_c: float = hparams.field(1.0, "VarDE's forced-exploration floor: every pair >= floor(c sqrt(t / (S A))) samples (0: off).",
+                                 low=0, high=1)
 
 
 class Stats(NamedTuple):
@@ -132,6 +153,28 @@ def _greedy_pair(scores):
   return jnp.argmax(scores.reshape(-1)).astype(jnp.int32)
 
 
+def exploration_floor(t: jax.Array, num_pairs: int, c: float) -> jax.Array:
+  """``n0(t) = floor(c sqrt(t / (S A)))``, the samples every pair must have after ``t`` samples."""
+  return jnp.floor(c * jnp.sqrt(jnp.asarray(t, jnp.float32) / num_pairs)).astype(jnp.int32)
+
+
+def floor_select(counts: jax.Array, t: jax.Array, pair: jax.Array, c: float) -> jax.Array:
+  """The least-sampled pair while some pair is below :func:`exploration_floor`, else ``pair``.
+
+  Args:
+    counts: ``[S, A]`` int32 samples per pair so far (``t`` in all).
+    t: ``[]`` samples so far.
+    pair: ``[]`` int32 flat index ``s A + a`` chosen by the allocation rule.
+    c: the floor's constant (module docstring: the guarantee needs ``c <= 1``).
+
+  Returns:
+    ``[]`` int32 flat index of the pair to sample.
+  """
+  flat = counts.reshape(-1)
+  n0 = exploration_floor(t, flat.shape[0], c)
+  return jnp.where(jnp.min(flat) < n0, jnp.argmin(flat), pair).astype(jnp.int32)
+
+
 def make_algorithm(name: str, hp: BPIHparams, budget) -> BPIAlgorithm:
   """One of :data:`ALGORITHMS` with hyperparameters ``hp`` for a budget ``T`` (int or traced)."""
   if name not in ALGORITHMS:
@@ -160,9 +203,11 @@ def make_algorithm(name: str, hp: BPIHparams, budget) -> BPIAlgorithm:
     n = state.stats.n
     if name == "uniform":
       return (t % sa).astype(jnp.int32)
-    if name in ("varde", "bespoke"):
-      w = state.weight if name == "varde" else state.weight * (n + 1).astype(jnp.float32)
-      return _greedy_pair(varde_scores(w, n))
+    if name == "varde":
+      pair = _greedy_pair(varde_scores(state.weight, n))
+      return floor_select(n, t, pair, hp.floor_c) if hp.floor_c > 0 else pair
+    if name == "bespoke":
+      return _greedy_pair(varde_scores(state.weight * (n + 1).astype(jnp.float32), n))
     # MDP-GapE: at s0 the gap candidate b or the challenger c (larger width); later optimistic.
     up, lo = state.upper[state.cur], state.lower[state.cur]
     a_idx = jnp.arange(up.shape[0])
