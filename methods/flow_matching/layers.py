@@ -1,10 +1,11 @@
 """Convolutions written as matrix products, for networks trained inside ``lax.scan`` on CPUs.
 
-XLA:CPU runs ``lax.conv`` inside a while loop (a ``lax.scan`` of training
-steps) about 10-20x slower than the same convolution outside one, while matrix
-products run at the same speed in both (measured with
-``launch/bench/flow_matching_sizes.py``). So the autoencoder and the feature
-network build their convolutions from matrix products:
+On XLA:CPU, a convolution's training step inside a while loop (a
+``lax.scan`` of training steps) runs about an order of magnitude slower as
+``lax.conv`` than as the equivalent matrix product
+(``launch/bench/flow_matching_sizes.py`` measures both).
+So the autoencoder and the feature network build their convolutions from
+matrix products:
 
 * :class:`Conv3x3`: a 3x3 "SAME" convolution as the product of the 9 shifted
   copies of the zero-padded input (im2col) with a ``[9 C_in, C_out]`` kernel;

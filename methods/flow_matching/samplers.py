@@ -20,7 +20,6 @@ and return the number of velocity evaluations.
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import jax
