@@ -145,6 +145,22 @@ def test_noise_sets_are_paired_and_separate():
   assert not np.allclose(a.val, a.test)
 
 
+def test_sample_quality_decodes_embeds_and_scores():
+  ae_hp, f_hp = fm.LatentAEConfig(channels=4, latent_channels=4), fm.FeatureNetConfig(channels=4, features=8)
+  ae = autoencoder.init(jax.random.key(0), (28, 28, 1), hp=ae_hp)
+  feat = feature_net.init(jax.random.key(1), (28, 28, 1), hp=f_hp)
+  latents = jax.random.normal(jax.random.key(2), (30, 7, 7, 4))
+  real = np.random.default_rng(0).standard_normal((40, 8))
+  q = evaluation.sample_quality(latents, real, scale=2.0, ae_params=ae.params, ae_hp=ae_hp, feat_params=feat.params,
+                                feat_hp=f_hp, protocol=fm.ProtocolConfig(kid_subset=20, kid_subsets=2))
+  assert q.features.shape == (30, 8) and q.logits.shape == (30, 10)
+  images = autoencoder.decode(ae.params, latents / 2.0, hp=ae_hp, image_channels=1)
+  np.testing.assert_allclose(q.features, feature_net.embed(feat.params, images, hp=f_hp)[1], rtol=1e-5, atol=1e-6)
+  assert q.fid == pytest.approx(evaluation.fid(real, q.features))
+  unit = 1 / np.sqrt(np.mean(real**2))
+  assert q.kid == pytest.approx(evaluation.kid(real, q.features, subset=20, subsets=2, feature_scale=unit))
+
+
 def test_flop_counts_agree_with_xla():
   """Analytic counts (matrix products only) are within 20% below XLA's, which adds elementwise work."""
   net = fm.NetConfig(width=32, depth=2, heads=4, patch=1)

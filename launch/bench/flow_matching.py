@@ -107,7 +107,7 @@ def _sampling_rows(quick: bool) -> list[dict]:
 def run(quick: bool) -> list[dict]:
   rows = _sampling_rows(quick)
   large = PRESET.large
-  flow = fm.FlowConfig(batch_size=PRESET.flow_batch)
+  flow = fm.FlowConfig(batch_size=PRESET.flow_batch, learning_rate=PRESET.flow_lr)
   chunk = 50 if quick else 300
   data = jnp.asarray(np.random.default_rng(0).standard_normal((2048,) + LATENT), jnp.float32)
   labels = jnp.zeros(2048, jnp.int32)

@@ -1,6 +1,6 @@
 r"""One-seed pilot of the latent flow-matching protocol on MNIST-5k at the ``cpu`` preset's sizes.
 
-  python -m launch.bench.flow_matching_pilot --out=runs/fm_pilot [--seed=0] [--flow_steps=N]
+  python -m launch.bench.flow_matching_pilot --out=runs/fm_pilot [--seed=0] [--flow_steps=N] [--small=24,2,2,4]
 
 Runs every stage once, with the method-level API the experiment uses:
 the protocol split (3000 / 1500 / 500), the feature network on its own
@@ -15,6 +15,7 @@ One seed says nothing about seed-to-seed spread: this is a sizing check
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -41,6 +42,7 @@ def define_flags() -> None:
   flags.DEFINE_integer("seed", 0, "Seed of every network and of the noises.")
   flags.DEFINE_integer("flow_steps", 0, "Flow training steps (0: the cpu preset's).")
   flags.DEFINE_integer("chunk", 250, "Training steps per jitted call.")
+  flags.DEFINE_list("small", [], "width,depth,heads,mlp_ratio of the small DiT (default: the cpu preset's).")
 
 
 def _train(chunk_fn, state, steps: int, chunk: int):
@@ -60,6 +62,9 @@ def _protocol_data():
 def main(argv):
   del argv
   p = flow_matching_sizes.CPU
+  if FLAGS.small:
+    w, d, h, r = (int(v) for v in FLAGS.small)
+    p = dataclasses.replace(p, small=fm.NetConfig(width=w, depth=d, heads=h, patch=1, mlp_ratio=r))
   flow_steps = FLAGS.flow_steps or p.flow_steps
   key = jax.random.key(FLAGS.seed)
   data = _protocol_data()
@@ -86,7 +91,7 @@ def main(argv):
   lat = z.shape[1:]
   out["seconds_auxiliary"] = time.perf_counter() - t0
 
-  flow = fm.FlowConfig(batch_size=p.flow_batch)
+  flow = fm.FlowConfig(batch_size=p.flow_batch, learning_rate=p.flow_lr)
   params = {}
   for name, net in (("large", p.large), ("small", p.small)):
     t1 = time.perf_counter()
@@ -109,10 +114,9 @@ def main(argv):
   for t in T_SPLITS:
     t1 = time.perf_counter()
     x1 = sample(noises.val, jnp.float32(t))
-    imgs = autoencoder.decode(ae.params, x1 / scale, hp=p.ae, image_channels=1)
-    _, fake = feature_net.embed(feat.params, imgs, hp=p.feat)
-    fake = np.asarray(fake)
-    rows.append({"t_split": t, "fid": evaluation.fid(real, fake), "kid": evaluation.kid(real, fake),
+    q = evaluation.sample_quality(x1, real, scale=scale, ae_params=ae.params, ae_hp=p.ae, feat_params=feat.params,
+                                  feat_hp=p.feat, protocol=fm.ProtocolConfig(num_samples=p.num_samples))
+    rows.append({"t_split": t, "fid": q.fid, "kid": q.kid,
                  "flop_speedup": costs.coarse_to_fine_cost(t, num_steps=p.sampler_steps, solver="euler",
                                                            small_flops=fs, large_flops=fl).speedup,
                  "seconds": time.perf_counter() - t1})

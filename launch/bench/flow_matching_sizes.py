@@ -48,6 +48,7 @@ class Preset:
   small: fm.NetConfig
   flow_batch: int
   flow_steps: int
+  flow_lr: float
   sampler_steps: int
   num_samples: int  # per noise set (validation and test)
   seeds: int
@@ -63,8 +64,8 @@ CPU = Preset(
     feat=fm.FeatureNetConfig(channels=16, features=64, steps=1000, batch_size=128),
     large=fm.NetConfig(width=32, depth=2, heads=4, patch=1, mlp_ratio=4),
     small=fm.NetConfig(width=16, depth=1, heads=2, patch=1, mlp_ratio=2),
-    flow_batch=64, flow_steps=1000, sampler_steps=20, num_samples=2000, seeds=3, reduction_models=8, cfg_models=5,
-    cfg_scales=3, t_splits=5)
+    flow_batch=64, flow_steps=1500, flow_lr=1e-2, sampler_steps=20, num_samples=2000, seeds=3, reduction_models=8,
+    cfg_models=5, cfg_scales=3, t_splits=5)
 
 
 def define_flags() -> None:
@@ -114,7 +115,7 @@ def measure_training(p: Preset, repeats: int, chunk: int) -> list[dict]:
   lat = autoencoder.latent_shape(IMAGE, p.ae)
   data = jnp.asarray(rng.standard_normal((3000,) + lat), jnp.float32)
   for name, net in (("large DiT", p.large), ("small DiT", p.small)):
-    flow = fm.FlowConfig(batch_size=p.flow_batch)
+    flow = fm.FlowConfig(batch_size=p.flow_batch, learning_rate=p.flow_lr)
     state = fm.core.init(jax.random.key(0), lat, net=net, flow=flow)
     fn3 = jax.jit(functools.partial(fm.core.train_chunk, num_steps=chunk, net=net, flow=flow))
     _, apply = fm.core.make_velocity(net, flow)

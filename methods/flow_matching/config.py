@@ -119,11 +119,11 @@ class LatentAEConfig(hparams.Hyperparameters):
   CVPR 2022, Sec. 3) use a small weight. The flows model the posterior mean.
   """
 
-  channels: int = hparams.field(16, "Channels of the first conv stage (doubled per stride-2 stage).", low=1)
+  channels: int = hparams.field(8, "Channels of the first conv stage (doubled per stride-2 stage).", low=1)
   latent_channels: int = hparams.field(4, "Latent channels C of the [H/2^d, W/2^d, C] grid.", low=1)
   downsample: int = hparams.field(2, "Stride-2 stages d (28x28 -> 7x7 at d = 2).", low=1, high=4)
   kl_weight: float = hparams.field(1e-3, "Weight of the per-element KL to N(0, I); 0: deterministic.", low=0)
-  steps: int = hparams.field(2000, "Adam steps (the cosine learning-rate decay's length).", low=1)
+  steps: int = hparams.field(1500, "Adam steps (the cosine learning-rate decay's length).", low=1)
   batch_size: int = hparams.field(64, "Images per step.", low=1)
   learning_rate: float = hparams.field(2e-3, "Peak Adam learning rate (cosine decay to 10%).", low=0,
                                        low_open=True)
@@ -135,7 +135,7 @@ class FeatureNetConfig(hparams.Hyperparameters):
 
   channels: int = hparams.field(16, "Channels of the first conv (the second has twice as many).", low=1)
   features: int = hparams.field(64, "Penultimate feature dimension (FID/KID space).", low=2)
-  steps: int = hparams.field(1500, "Adam steps.", low=1)
+  steps: int = hparams.field(1000, "Adam steps (the cosine learning-rate decay's length).", low=1)
   batch_size: int = hparams.field(128, "Images per step.", low=1)
   learning_rate: float = hparams.field(2e-3, "Peak Adam learning rate (cosine decay to 10%).", low=0,
                                        low_open=True)

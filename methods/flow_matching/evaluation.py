@@ -19,7 +19,8 @@ Protocol (fixed before any result; :class:`~methods.flow_matching.config.Protoco
   mean KID within ``kid_margin`` of the reference's, relative.
 
 All functions here are host code in NumPy float64 (deterministic), except
-:func:`noise_sets`, which draws with JAX.
+:func:`noise_sets`, which draws with JAX, and :func:`sample_quality`, which
+decodes and embeds with the (jitted) networks first.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ import jax
 import numpy as np
 from scipy import stats
 
+from methods.flow_matching import autoencoder
+from methods.flow_matching import feature_net
 from methods.flow_matching import metrics
+from methods.flow_matching.config import FeatureNetConfig, LatentAEConfig, ProtocolConfig
 
 
 class Interval(NamedTuple):
@@ -101,14 +105,23 @@ def fid(real_features, fake_features) -> float:
   return metrics.frechet_distance(real_features, fake_features)
 
 
-def kid(real_features, fake_features, *, subset: int = 1000, subsets: int = 10, seed: int = 0) -> float:
+def feature_rms(real_features) -> float:
+  """Root-mean-square of the real features' entries: the unit :func:`sample_quality` divides by before KID."""
+  return float(np.sqrt(np.mean(np.square(np.asarray(real_features, np.float64)))))
+
+
+def kid(real_features, fake_features, *, subset: int = 1000, subsets: int = 10, seed: int = 0,
+        feature_scale: float = 1.0) -> float:
   """KID: the mean over ``subsets`` draws of the unbiased MMD^2 (:func:`metrics.kid`) of subsets.
 
   Each draw takes ``min(subset, N)`` rows of each set without replacement
   (Binkowski et al., 2018, Sec. 3); every draw is unbiased, so their mean is.
-  ``seed`` fixes the subsets.
+  ``seed`` fixes the subsets. Both sets are multiplied by ``feature_scale``
+  first: the kernel ``(x.y / d + 1)^3`` is not scale-invariant, and Inception
+  features, for which it was chosen, have ``x.y / d`` of order one.
   """
-  real, fake = np.asarray(real_features), np.asarray(fake_features)
+  real = np.asarray(real_features, np.float64) * feature_scale
+  fake = np.asarray(fake_features, np.float64) * feature_scale
   if real.ndim != 2 or fake.ndim != 2 or real.shape[1] != fake.shape[1]:
     raise ValueError(f"KID needs [N, F] feature sets of one F; got {real.shape} and {fake.shape}")
   rng = np.random.default_rng(seed)
@@ -118,6 +131,46 @@ def kid(real_features, fake_features, *, subset: int = 1000, subsets: int = 10, 
   vals = [metrics.kid(real[rng.choice(len(real), m, replace=False)], fake[rng.choice(len(fake), n, replace=False)])
           for _ in range(subsets)]
   return float(np.mean(vals))
+
+
+class SampleQuality(NamedTuple):
+  """Quality of one model's samples on one noise set (:func:`sample_quality`)."""
+
+  fid: float
+  kid: float
+  features: np.ndarray  # [N, F] feature-network features of the decoded samples (stability metrics use them)
+  logits: np.ndarray  # [N, classes] (conditional accuracy, class entropy)
+
+
+def sample_quality(latents: jax.Array, real_features, *, scale: float | jax.Array, ae_params, ae_hp: LatentAEConfig,
+                   feat_params, feat_hp: FeatureNetConfig, protocol: ProtocolConfig, image_channels: int = 1,
+                   seed: int = 0) -> SampleQuality:
+  """Decodes flow samples, embeds them with the frozen feature network, and scores them against real features.
+
+  KID is computed on features divided by :func:`feature_rms` of the real
+  features (a fixed unit per feature network, so KIDs of different models are
+  comparable).
+
+  Args:
+    latents: ``[N, h, w, C]`` flow samples ``x1`` in the scaled latent space.
+    real_features: ``[M, F]`` features of the reference images (the
+      generative training split).
+    scale: the latent scale the flows were trained with
+      (:func:`methods.flow_matching.autoencoder.latent_scale`); samples are
+      decoded as ``decode(x1 / scale)``.
+    ae_params, ae_hp: the autoencoder.
+    feat_params, feat_hp: the frozen feature network.
+    protocol: KID subset size and count.
+    image_channels: channels of the decoded images.
+    seed: KID's subsets.
+  """
+  images = autoencoder.decode(ae_params, latents / scale, hp=ae_hp, image_channels=image_channels)
+  logits, feats = (np.asarray(a) for a in feature_net.embed(feat_params, images, hp=feat_hp))
+  unit = 1.0 / feature_rms(real_features)
+  return SampleQuality(fid(real_features, feats),
+                       kid(real_features, feats, subset=protocol.kid_subset, subsets=protocol.kid_subsets, seed=seed,
+                           feature_scale=unit),
+                       feats, logits)
 
 
 class NoiseSets(NamedTuple):
