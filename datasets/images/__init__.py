@@ -5,6 +5,13 @@
   class, stored sorted by class; the builder shuffles them).
 
 Both are split into train and test by a fixed seed (:mod:`datasets.images.builder`).
+
+* :mod:`datasets.images.tfds_catalog`: full MNIST and CIFAR-10 through their
+  TFDS catalog builders, once the user has prepared them (array_record;
+  nothing is downloaded here).
+* :mod:`datasets.images.splits`: disjoint class-stratified parts of a
+  labelled set (generative / feature-network / feature-network test) for the
+  evaluation protocol.
 """
 
 from datasets.images import builder

@@ -1,17 +1,20 @@
 """Flow-matching benchmarks: coarse-to-fine sampling speedup, and training throughput against PyTorch.
 
-Rows (the ``cpu`` preset's architectures: latents 4x4x2, DiTs on 2x2 patches):
+Rows (the latent preset of :data:`launch.bench.flow_matching_sizes.CPU`:
+latents 7x7x4 of 28x28 images, DiTs on 1x1 patches, 49 tokens):
 
-1. coarse-to-fine sampling (the ``coarse`` DiT for ``t < sampler.t_split`` =
-   0.7, the large one after, 60 Euler steps) against the large model alone at
-   the same 60 steps, samples per second, one jitted call each, sharded over
-   the sample batch (ratio = the wall-clock speedup; goal >= 2x at comparable
-   quality). ``sampler.t_split`` is the split the experiment's rule picks in
-   the ``cpu`` run: the largest ``t_split <= coarse_t_max`` whose FID is within
-   ``comparable_se`` = 2 bootstrap standard errors of the large model's (the
-   coarse model is trained on ``t < coarse_t_max`` only); the quality numbers
-   are in the README's ``flow_matching_cpu`` table; the notes give the FLOP
-   cost model's speedup.
+1. coarse-to-fine sampling (the small DiT for ``t < t_split``, the large one
+   after, Euler steps of the preset) against the large model alone on the same
+   grid, samples per second, one per ``t_split`` in :data:`T_SPLITS`. Both come
+   from one jitted :func:`methods.flow_matching.samplers.coarse_to_fine` whose
+   ``t_split`` is traced (the large model alone is ``t_split = 0``), sharded
+   over the sample batch; each time is the best of several calls, the splits
+   interleaved so that they share the machine's load. The ratio
+   is the wall-clock speedup; the notes give the FLOP cost model's speedup
+   (:func:`methods.flow_matching.costs.coarse_to_fine_cost`, analytic FLOPs of
+   both networks) and the CPU-time speedup. Which ``t_split`` keeps
+   comparable quality is the experiment's result (chosen on validation
+   noises), not this benchmark's.
 2. training steps per second of the large velocity network (one jitted
    ``lax.scan`` of Adam steps, EMA included) against the same DiT and step in
    PyTorch on the CPU (best of one thread and all cores).
@@ -28,21 +31,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from launch import mesh as mesh_lib
+from launch.bench import flow_matching_sizes
 from launch.bench import flow_matching_torch
-from launch.configs import flow_matching as fm_config
-from launch.experiments.flow_matching import evaluation as fm_evaluation
 from methods import flow_matching as fm
 
-LATENT = (4, 4, 2)
+T_SPLITS = (0.4, 0.6, 0.8)
+PRESET = flow_matching_sizes.CPU
+LATENT = fm.autoencoder.latent_shape(flow_matching_sizes.IMAGE, PRESET.ae)
 
 
 def _best(fn, args, calls):
+  """``(best wall seconds, CPU seconds of that call)`` over ``calls`` warm calls (one warm-up call first)."""
   jax.block_until_ready(fn(*args))
-  best = float("inf")
+  best = (float("inf"), float("inf"))
   for _ in range(calls):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     jax.block_until_ready(fn(*args))
-    best = min(best, time.perf_counter() - t0)
+    best = min(best, (time.perf_counter() - t0, time.process_time() - c0))
   return best
 
 
@@ -53,49 +58,70 @@ def _params(net, flow, seed):
   return jax.tree.unflatten(tree, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
 
 
-def run(quick: bool) -> list[dict]:
-  config = fm_config.get_config("cpu")
-  small, large = (fm.NetConfig(**config[a].to_dict()) for a in ("coarse", "large"))
-  flow = fm.FlowConfig(**config.flow.to_dict())
-  sampler = fm.SamplerConfig(**config.sampler.to_dict())
-  steps, t_split = config.sampler.steps, config.sampler.t_split
+def _sampling_rows(quick: bool) -> list[dict]:
+  small, large, steps = PRESET.small, PRESET.large, PRESET.sampler_steps
+  flow = fm.FlowConfig()
+  _, small_apply = fm.core.make_velocity(small, flow)
+  _, large_apply = fm.core.make_velocity(large, flow)
   mesh = mesh_lib.make_mesh()
-  batch = mesh_lib.padded_size(256 if quick else 1024, mesh)
-  fn = fm_evaluation.sampler_fn(small, large, flow, sampler, mesh)
-  ps, pl = _params(small, flow, 0), _params(large, flow, 1)
-  sh = mesh_lib.data_sharding(mesh)
-  x0 = jax.device_put(jax.random.normal(jax.random.key(2), (batch,) + LATENT), sh)
-  y = jax.device_put(jnp.zeros(batch, jnp.int32), sh)
-  calls = 2 if quick else 5
-  t_large = _best(lambda *a: fn(*a)[0], (ps, pl, x0, y, 0.0), calls)
-  t_c2f = _best(lambda *a: fn(*a)[0], (ps, pl, x0, y, t_split), calls)
-  flops = {n: fm_evaluation.forward_flops(c, flow, p, jnp.zeros((batch,) + LATENT), None)
-           for n, c, p in (("small", small, ps), ("large", large, pl))}
-  model = fm.samplers.cost_model(t_split, flops["small"], flops["large"], steps)
-  rows = [{
-      "benchmark": f"coarse-to-fine sampling (t_split {t_split}, {steps} {sampler.solver} steps, {batch} samples) "
-                   "vs large alone",
-      "ours": batch / t_c2f, "peer": batch / t_large, "unit": "samples/s", "peer_name": "large DiT alone (this project)",
-      "ratio": t_large / t_c2f,
-      "notes": f"{mesh_lib.describe_devices()}; FLOP cost model {model['speedup_grid']:.2f}x; coarse "
-               f"w{small.width}/d{small.depth} trained on t < {config.coarse_t_max:g}, large "
-               f"w{large.width}/d{large.depth}; t_split = the largest with FID within {config.comparable_se:g} "
-               "bootstrap SE of the large model's (README flow_matching_cpu)",
-  }]
+  sh, rep = mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)
 
+  def sample(ps, pl, x0, t_split):
+    return fm.samplers.coarse_to_fine(lambda x, t: small_apply(ps, x, t), lambda x, t: large_apply(pl, x, t), x0,
+                                      t_split=t_split, num_steps=steps)
+
+  fn = jax.jit(sample, in_shardings=(rep, rep, sh, rep), out_shardings=sh)
+  batch = mesh_lib.padded_size(256 if quick else PRESET.num_samples, mesh)
+  ps, pl = _params(small, flow, 0), _params(large, flow, 1)
+  x0 = jax.device_put(jax.random.normal(jax.random.key(2), (batch,) + LATENT), sh)
+  calls = 2 if quick else 5
+  splits = (0.0,) + T_SPLITS
+  args = [(ps, pl, x0, jnp.float32(t)) for t in splits]
+  for a in args:
+    jax.block_until_ready(fn(*a))  # warm-up (one compilation serves every split)
+  best = {t: (float("inf"), float("inf")) for t in splits}
+  for _ in range(calls):  # interleaved, so that every split sees the same load on a shared machine
+    for t, a in zip(splits, args):
+      t0, c0 = time.perf_counter(), time.process_time()
+      jax.block_until_ready(fn(*a))
+      best[t] = min(best[t], (time.perf_counter() - t0, time.process_time() - c0))
+  wall_large, cpu_large = best[0.0]
+  fs, fl = fm.costs.dit_flops(small, LATENT), fm.costs.dit_flops(large, LATENT)
+  rows = []
+  for t_split in T_SPLITS:
+    wall, cpu = best[t_split]
+    model = fm.costs.coarse_to_fine_cost(t_split, num_steps=steps, solver="euler", small_flops=fs, large_flops=fl)
+    rows.append({
+        "benchmark": f"coarse-to-fine sampling (t_split {t_split:g}, {steps} euler steps, {batch} samples) "
+                     "vs large alone",
+        "ours": batch / wall, "peer": batch / wall_large, "unit": "samples/s",
+        "peer_name": "large DiT alone (this project)", "ratio": wall_large / wall,
+        "notes": f"{mesh_lib.describe_devices()}; best of {calls} interleaved calls; FLOP cost model "
+                 f"{model.speedup:.2f}x (small w{small.width}/d{small.depth} {fs / 1e6:.2f} MFLOP, "
+                 f"large w{large.width}/d{large.depth} {fl / 1e6:.2f} MFLOP per forward); "
+                 f"CPU-time speedup {cpu_large / cpu:.2f}x",
+    })
+  return rows
+
+
+def run(quick: bool) -> list[dict]:
+  rows = _sampling_rows(quick)
+  large = PRESET.large
+  flow = fm.FlowConfig(batch_size=PRESET.flow_batch, learning_rate=PRESET.flow_lr)
   chunk = 50 if quick else 300
   data = jnp.asarray(np.random.default_rng(0).standard_normal((2048,) + LATENT), jnp.float32)
   labels = jnp.zeros(2048, jnp.int32)
   state = fm.core.init(jax.random.key(0), LATENT, net=large, flow=flow)
   train = jax.jit(functools.partial(fm.core.train_chunk, num_steps=chunk, net=large, flow=flow))
-  t_train = _best(lambda s: train(s, data, labels, jnp.int32(2048), jax.random.key(1)), (state,), 2)
+  t_train, _ = _best(lambda s: train(s, data, labels, jnp.int32(2048), jax.random.key(1)), (state,), 2)
   ours = chunk / t_train
   kw = dict(width=large.width, depth=large.depth, heads=large.heads, patch=large.patch, mlp_ratio=large.mlp_ratio,
             batch_size=flow.batch_size, steps=20 if quick else 150)
   rates = {t: flow_matching_torch.steps_per_second(LATENT, threads=t, **kw) for t in sorted({1, os.cpu_count() or 1})}
   threads = max(rates, key=rates.get)
   rows.append({
-      "benchmark": f"flow-matching training step, DiT w{large.width}/d{large.depth}, batch {flow.batch_size}",
+      "benchmark": f"flow-matching training step, DiT w{large.width}/d{large.depth} on {LATENT} latents, "
+                   f"batch {flow.batch_size}",
       "ours": ours, "peer": rates[threads], "unit": "steps/s", "peer_name": "PyTorch CPU eager loop",
       "ratio": ours / rates[threads],
       "notes": f"lax.scan of {chunk} steps, compile excluded; torch: best of threads {sorted(rates)} ({threads})",

@@ -107,3 +107,58 @@ class ScoringConfig(hparams.Hyperparameters):
   keep: str = hparams.field("high", "Loss/gradient scores keep the highest or the lowest scores.", choices=SCORE_KEEP)
   herding_bandwidth: float = hparams.field(1.0, "RBF bandwidth of kernel herding (x median distance).",
                                            low=0, low_open=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class LatentAEConfig(hparams.Hyperparameters):
+  """The convolutional (variational) autoencoder whose latent grid the flows model (:mod:`autoencoder`).
+
+  ``kl_weight = 0`` is a deterministic autoencoder; ``kl_weight > 0`` a VAE
+  whose KL term (per latent element, against ``N(0, I)``) is weighted by it,
+  as the KL-regularised autoencoders of latent diffusion (Rombach et al.,
+  CVPR 2022, Sec. 3) use a small weight. The flows model the posterior mean.
+  """
+
+  channels: int = hparams.field(8, "Channels of the first conv stage (doubled per stride-2 stage).", low=1)
+  latent_channels: int = hparams.field(4, "Latent channels C of the [H/2^d, W/2^d, C] grid.", low=1)
+  downsample: int = hparams.field(2, "Stride-2 stages d (28x28 -> 7x7 at d = 2).", low=1, high=4)
+  kl_weight: float = hparams.field(1e-3, "Weight of the per-element KL to N(0, I); 0: deterministic.", low=0)
+  steps: int = hparams.field(1500, "Adam steps (the cosine learning-rate decay's length).", low=1)
+  batch_size: int = hparams.field(64, "Images per step.", low=1)
+  learning_rate: float = hparams.field(2e-3, "Peak Adam learning rate (cosine decay to 10%).", low=0,
+                                       low_open=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureNetConfig(hparams.Hyperparameters):
+  """The CNN classifier whose penultimate layer is the FID/KID feature space (:mod:`feature_net`)."""
+
+  channels: int = hparams.field(16, "Channels of the first conv (the second has twice as many).", low=1)
+  features: int = hparams.field(64, "Penultimate feature dimension (FID/KID space).", low=2)
+  steps: int = hparams.field(1000, "Adam steps (the cosine learning-rate decay's length).", low=1)
+  batch_size: int = hparams.field(128, "Images per step.", low=1)
+  learning_rate: float = hparams.field(2e-3, "Peak Adam learning rate (cosine decay to 10%).", low=0,
+                                       low_open=True)
+  num_classes: int = hparams.field(10, "Classes.", low=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProtocolConfig(hparams.Hyperparameters):
+  """The evaluation protocol, fixed before any result (:mod:`evaluation`).
+
+  A coarse-to-fine split (or any cheaper model) has comparable quality when
+  its mean FID over seeds is at most ``(1 + fid_margin)`` times the large
+  model's and its mean KID at most ``(1 + kid_margin)`` times the large
+  model's, both measured on the validation noises; the chosen ``t_split`` is
+  then reported on the separate test noises.
+  """
+
+  num_samples: int = hparams.field(2000, "Generated samples per model and noise set (paired across models).", low=2)
+  fid_margin: float = hparams.field(0.1, "Comparable quality: FID <= (1 + margin) x the reference's.", low=0)
+  kid_margin: float = hparams.field(0.1, "Comparable quality: KID <= (1 + margin) x the reference's.", low=0)
+  kid_subset: int = hparams.field(1000, "KID subset size (mean of unbiased MMD^2 over subsets).", low=2)
+  kid_subsets: int = hparams.field(10, "KID subsets drawn.", low=1)
+  level: float = hparams.field(0.95, "Confidence level of the intervals over seeds.", low=0, high=1,
+                               low_open=True, high_open=True)
+  guidance_scales: tuple[float, ...] = hparams.field((0.0, 1.0, 2.0), "Classifier-free guidance scales w.", low=0,
+                                                     nonempty=True, unique=True)

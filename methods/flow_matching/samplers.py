@@ -8,6 +8,8 @@ With ``N`` uniform steps ``t_k = k / N``, step ``k`` uses the small model iff
 ``t_k < t_split``; ``t_split = 0`` is the large model's sampler exactly and
 ``t_split = 1`` the small one's. The cost model (paper's speedup formula):
 ``speedup = 1 / ((1 - t_s) + t_s C_small / C_large)``.
+:func:`coarse_to_fine` is the one coarse-to-fine sampler: ``t_split`` may be
+traced, so one compiled program serves every split.
 
 ``velocity(x [B, ...], t [B]) -> [B, ...]`` is any velocity field (bind the
 parameters and labels with a closure). :func:`solve` and
@@ -18,7 +20,6 @@ and return the number of velocity evaluations.
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import jax
@@ -69,17 +70,58 @@ def sample(velocity: Velocity, x0: jax.Array, *, num_steps: int, solver: str = "
   return integrate(velocity, x0, start=0, stop=num_steps, num_steps=num_steps, solver=solver)
 
 
+# t_split is resolved on a grid of 1/SPLIT_RESOLUTION of a step: float32 rounding of t_split * N
+# (0.7 * 60 = 42.0000017 in float32) must not add a step.
+SPLIT_RESOLUTION = 1000
+
+
 def small_steps(t_split: float, num_steps: int) -> int:
-  """Number of grid steps ``k`` with ``t_k = k / N < t_split`` (exact at the endpoints)."""
+  """Number of grid steps ``k`` with ``t_k = k / N < t_split`` (exact at the endpoints; static ``t_split``).
+
+  Uses the rounding of :func:`small_steps_traced` (``t_split N`` to ``1 / SPLIT_RESOLUTION`` of a step).
+  """
   if not 0.0 <= t_split <= 1.0:
     raise ValueError(f"t_split={t_split} is outside [0, 1]")
-  return min(num_steps, math.ceil(round(t_split * num_steps, 9)))
+  m = round(float(t_split) * num_steps * SPLIT_RESOLUTION)
+  return min(num_steps, -(-m // SPLIT_RESOLUTION))
 
 
-def coarse_to_fine(small: Velocity, large: Velocity, x0: jax.Array, *, t_split: float, num_steps: int,
+def small_steps_traced(t_split: jax.Array, num_steps: int) -> jax.Array:
+  """``[]`` int32: :func:`small_steps` of a traced ``t_split`` (``ceil(t_split N)``, clipped to ``[0, N]``).
+
+  ``t_split N`` is rounded to ``1 / SPLIT_RESOLUTION`` of a step first, so a
+  split on the grid (``0.7`` with ``N = 60``) counts exactly its steps.
+  Values outside ``[0, 1]`` are clipped (a traced value cannot raise).
+  """
+  m = jnp.round(jnp.asarray(t_split, jnp.float32) * (num_steps * SPLIT_RESOLUTION)).astype(jnp.int32)
+  return jnp.clip((m + SPLIT_RESOLUTION - 1) // SPLIT_RESOLUTION, 0, num_steps)
+
+
+def coarse_to_fine(small: Velocity, large: Velocity, x0: jax.Array, *, t_split: float | jax.Array, num_steps: int,
                    solver: str = "euler") -> jax.Array:
-  """Small model for ``t < t_split``, large for ``t >= t_split`` on one uniform grid (paper Sec. 5)."""
-  n_small = small_steps(t_split, num_steps)
+  """Small model for ``t < t_split``, large for ``t >= t_split`` on one uniform grid (paper Sec. 5).
+
+  The one coarse-to-fine sampler of the package. ``t_split`` may be a Python
+  float or a traced ``[]`` array: jitted with ``t_split`` as an argument, one
+  compilation serves every split. ``t_split = 0`` runs only the large model
+  (bit-identical to :func:`sample` with ``large``), ``t_split = 1`` only the
+  small one. ``num_steps`` and ``solver`` are static.
+
+  Args:
+    small, large: velocity fields ``(x [B, ...], t [B]) -> [B, ...]``.
+    x0: ``[B, ...]`` noise at ``t = 0``.
+    t_split: the switch time in ``[0, 1]``.
+    num_steps: uniform steps ``N`` on ``[0, 1]``.
+    solver: ``euler`` | ``midpoint`` | ``heun``.
+
+  Returns:
+    ``x1 [B, ...]``.
+  """
+  if solver not in FORWARDS_PER_STEP:
+    raise ValueError(f"unknown solver {solver!r}; allowed: {sorted(FORWARDS_PER_STEP)}")
+  if isinstance(t_split, (int, float)) and not 0.0 <= t_split <= 1.0:
+    raise ValueError(f"t_split={t_split} is outside [0, 1]")
+  n_small = small_steps_traced(t_split, num_steps)
   x = integrate(small, x0, start=0, stop=n_small, num_steps=num_steps, solver=solver)
   return integrate(large, x, start=n_small, stop=num_steps, num_steps=num_steps, solver=solver)
 
@@ -132,7 +174,10 @@ def solve(velocity: Velocity, x0: jax.Array, cfg: SamplerConfig) -> tuple[jax.Ar
 
 def coarse_to_fine_solve(small: Velocity, large: Velocity, x0: jax.Array, cfg: SamplerConfig, *,
                          t_split: float, split_nfe: bool = False):
-  """``(x1, nfe)``: coarse-to-fine with any solver of ``cfg`` (``t_split`` a static float).
+  """``(x1, nfe)``: coarse-to-fine with any solver of ``cfg``.
+
+  ``t_split`` may be traced for the fixed-step solvers; ``dopri5`` needs a
+  static float (its segment ends are static).
 
   With ``split_nfe``, ``nfe`` is ``(small's, large's)`` velocity evaluations.
 
@@ -143,8 +188,8 @@ def coarse_to_fine_solve(small: Velocity, large: Velocity, x0: jax.Array, cfg: S
   """
   if cfg.solver in FORWARDS_PER_STEP:
     x = coarse_to_fine(small, large, x0, t_split=t_split, num_steps=cfg.steps, solver=cfg.solver)
-    k, per = small_steps(t_split, cfg.steps), FORWARDS_PER_STEP[cfg.solver]
-    nfe = (jnp.int32(k * per), jnp.int32((cfg.steps - k) * per))
+    k, per = small_steps_traced(t_split, cfg.steps), FORWARDS_PER_STEP[cfg.solver]
+    nfe = (k * per, (cfg.steps - k) * per)
   elif cfg.solver == "dopri5":
     kw = dict(rtol=cfg.rtol, atol=cfg.atol, max_steps=cfg.max_steps)
     x, nfe_small = sample_adaptive(small, x0, t0=0.0, t1=t_split, **kw)

@@ -1,0 +1,243 @@
+r"""Sizes of latent flow matching at MNIST scale: parameters, FLOPs, speeds, and the ``cpu`` preset's budget.
+
+  python -m launch.bench.flow_matching_sizes --out=runs/fm_sizes [--quick]
+  python -m launch.bench.flow_matching_sizes --large=64,4 --small=32,2 --flow_batch=64
+
+Measures, on this machine, each network of the proposed ``cpu`` preset
+(:data:`CPU`): the autoencoder's and the feature network's training steps,
+the DiT's training step at the 7x7x4 latent (49 tokens), the sampling speed
+of the large model alone and of coarse-to-fine at several ``t_split`` (one
+compiled program), and a 3x3 convolution trained inside ``lax.scan`` as
+``lax.conv`` and as a matrix product (:mod:`methods.flow_matching.layers`).
+Times are the best of ``--repeats`` warm calls, in wall-clock seconds and in
+process CPU seconds (the sum over threads: on a busy machine the CPU time is
+the steadier measure). Beside them: parameter counts, analytic and XLA FLOPs
+per forward, and a projection of the whole ``cpu`` experiment
+(:func:`budget`) from the measured per-step costs and the counts of
+:data:`CPU`. Writes ``sizes.json`` and prints a table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from methods import flow_matching as fm
+from methods.flow_matching import autoencoder, costs, feature_net, layers, samplers
+
+FLAGS = flags.FLAGS
+IMAGE = (28, 28, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+  """The sizes and counts of a latent flow-matching experiment (what :func:`budget` multiplies)."""
+
+  ae: fm.LatentAEConfig
+  feat: fm.FeatureNetConfig
+  large: fm.NetConfig
+  small: fm.NetConfig
+  flow_batch: int
+  flow_steps: int
+  flow_lr: float
+  sampler_steps: int
+  num_samples: int  # per noise set (validation and test)
+  seeds: int
+  reduction_models: int  # 2 fractions (50%, 25%) x 4 criteria, per seed
+  cfg_models: int  # class-conditional models per seed (4 labelled-subset criteria + all labels)
+  cfg_scales: int
+  t_splits: int  # coarse-to-fine splits evaluated (excluding 0 and 1)
+
+
+# The proposed `cpu` preset: MNIST-5k split 3000 / 1500 / 500 (generative / feature net / its test).
+CPU = Preset(
+    ae=fm.LatentAEConfig(channels=8, latent_channels=4, downsample=2, kl_weight=1e-3, steps=1500, batch_size=64),
+    feat=fm.FeatureNetConfig(channels=16, features=64, steps=1000, batch_size=128),
+    large=fm.NetConfig(width=32, depth=2, heads=4, patch=1, mlp_ratio=4),
+    small=fm.NetConfig(width=16, depth=1, heads=2, patch=1, mlp_ratio=2),
+    flow_batch=64, flow_steps=1500, flow_lr=1e-2, sampler_steps=20, num_samples=2000, seeds=3, reduction_models=8,
+    cfg_models=5, cfg_scales=3, t_splits=5)
+
+
+def define_flags() -> None:
+  flags.DEFINE_string("out", "runs/fm_sizes", "Output directory.")
+  flags.DEFINE_bool("quick", False, "Fewer repeats and samples (a smoke test of the script).")
+  flags.DEFINE_integer("repeats", 3, "Warm calls timed; the best counts.")
+  flags.DEFINE_list("large", [], "width,depth of the large DiT (default: the cpu preset's).")
+  flags.DEFINE_list("small", [], "width,depth of the small DiT (default: the cpu preset's).")
+  flags.DEFINE_integer("flow_batch", 0, "Flow training batch (0: the preset's).")
+
+
+def _timed(fn, *args, repeats: int):
+  """``(output, compile+first call s, best warm wall s, best warm CPU s)``."""
+  t0 = time.perf_counter()
+  out = jax.block_until_ready(fn(*args))
+  cold = time.perf_counter() - t0
+  wall = cpu = float("inf")
+  for _ in range(repeats):
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = jax.block_until_ready(fn(*args))
+    wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+  return out, cold, wall, cpu
+
+
+def _per_step(name, fn, args, steps, repeats, **extra):
+  _, cold, wall, cpu = _timed(fn, *args, repeats=repeats)
+  return {"what": name, "unit": "train step", "wall_s": wall / steps, "cpu_s": cpu / steps,
+          "steps_per_s_wall": steps / wall, "compile_s": cold - wall, **extra}
+
+
+def measure_training(p: Preset, repeats: int, chunk: int) -> list[dict]:
+  """Train-step costs of the autoencoder, the feature network and both DiTs (one ``lax.scan`` of ``chunk``)."""
+  rng = np.random.default_rng(0)
+  images = jnp.asarray(rng.uniform(size=(3000,) + IMAGE), jnp.float32)
+  labels = jnp.asarray(rng.integers(0, 10, 3000), jnp.int32)
+  rows = []
+  ae_state = autoencoder.init(jax.random.key(0), IMAGE, hp=p.ae)
+  fn = jax.jit(functools.partial(autoencoder.train_chunk, num_steps=chunk, hp=p.ae))
+  enc, dec = costs.autoencoder_flops(p.ae, IMAGE)
+  rows.append(_per_step("autoencoder", lambda: fn(ae_state, images, jax.random.key(1)), (), chunk, repeats,
+                        params=costs.param_count(ae_state.params), fwd_flops=enc + dec, batch=p.ae.batch_size))
+  ft_state = feature_net.init(jax.random.key(0), IMAGE, hp=p.feat)
+  fn2 = jax.jit(functools.partial(feature_net.train_chunk, num_steps=chunk, hp=p.feat))
+  rows.append(_per_step("feature net", lambda: fn2(ft_state, images, labels, jax.random.key(1)), (), chunk, repeats,
+                        params=costs.param_count(ft_state.params), fwd_flops=costs.feature_net_flops(p.feat, IMAGE),
+                        batch=p.feat.batch_size))
+  lat = autoencoder.latent_shape(IMAGE, p.ae)
+  data = jnp.asarray(rng.standard_normal((3000,) + lat), jnp.float32)
+  for name, net in (("large DiT", p.large), ("small DiT", p.small)):
+    flow = fm.FlowConfig(batch_size=p.flow_batch, learning_rate=p.flow_lr)
+    state = fm.core.init(jax.random.key(0), lat, net=net, flow=flow)
+    fn3 = jax.jit(functools.partial(fm.core.train_chunk, num_steps=chunk, net=net, flow=flow))
+    _, apply = fm.core.make_velocity(net, flow)
+    xla = costs.xla_flops(lambda q, x: apply(q, x, jnp.zeros(x.shape[0])), state.params, data[:8]) / 8
+    rows.append(_per_step(f"{name} w{net.width} d{net.depth} ({lat[0] * lat[1] // net.patch**2} tokens)",
+                          lambda s=state, f=fn3: f(s, data, labels, jnp.int32(3000), jax.random.key(1)), (), chunk,
+                          repeats, params=costs.param_count(state.params), fwd_flops=costs.dit_flops(net, lat),
+                          xla_fwd_flops=xla, batch=p.flow_batch))
+  return rows
+
+
+def measure_sampling(p: Preset, repeats: int, num_samples: int) -> list[dict]:
+  """Samples per second: large alone and coarse-to-fine (one jitted program, ``t_split`` traced)."""
+  lat = autoencoder.latent_shape(IMAGE, p.ae)
+  flow = fm.FlowConfig()
+  params = {}
+  for name, net in (("small", p.small), ("large", p.large)):
+    st = fm.core.init(jax.random.key(1), lat, net=net, flow=flow)
+    leaves, tree = jax.tree.flatten(st.params)  # non-zero output layers, as after training
+    keys = jax.random.split(jax.random.key(2), len(leaves))
+    params[name] = jax.tree.unflatten(tree, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+  _, small = fm.core.make_velocity(p.small, flow)
+  _, large = fm.core.make_velocity(p.large, flow)
+  fn = jax.jit(lambda ps, pl, x, t: samplers.coarse_to_fine(lambda y, s: small(ps, y, s), lambda y, s: large(pl, y, s),
+                                                            x, t_split=t, num_steps=p.sampler_steps))
+  x0 = jax.random.normal(jax.random.key(3), (num_samples,) + lat)
+  fs, fl = costs.dit_flops(p.small, lat), costs.dit_flops(p.large, lat)
+  rows, base = [], None
+  for t in (0.0, 0.4, 0.6, 0.8, 1.0):
+    _, cold, wall, cpu = _timed(fn, params["small"], params["large"], x0, jnp.float32(t), repeats=repeats)
+    base = base or (wall, cpu)
+    model = costs.coarse_to_fine_cost(t, num_steps=p.sampler_steps, solver="euler", small_flops=fs, large_flops=fl)
+    rows.append({"what": f"sampling t_split {t:g} ({p.sampler_steps} euler steps, {num_samples} samples)",
+                 "unit": "batch", "wall_s": wall, "cpu_s": cpu, "samples_per_s_wall": num_samples / wall,
+                 "speedup_wall": base[0] / wall, "speedup_cpu": base[1] / cpu, "speedup_flops": model.speedup,
+                 "compile_s": cold - wall})
+  return rows
+
+
+def measure_conv_in_scan(repeats: int) -> list[dict]:
+  """A 3x3 convolution's training step inside ``lax.scan``: ``lax.conv`` against the matrix-product form."""
+  x = jax.random.normal(jax.random.key(0), (64, 14, 14, 16))
+  w = 0.1 * jax.random.normal(jax.random.key(1), (3, 3, 16, 16))
+  convs = {
+      "lax.conv": lambda w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                          dimension_numbers=("NHWC", "HWIO", "NHWC")),
+      "matmul (im2col)": lambda w: layers.im2col3x3(x) @ w.reshape(-1, 16),
+  }
+  rows = []
+  for name, conv in convs.items():
+    step = lambda w, _, conv=conv: (w - 1e-3 * jax.grad(lambda v: jnp.mean(conv(v) ** 2))(w), None)  # noqa: E731
+    fn = jax.jit(lambda w, step=step: jax.lax.scan(step, w, None, length=20)[0])
+    rows.append(_per_step(f"3x3 conv 16->16 on 64x14x14 in lax.scan: {name}", fn, (w,), 20, repeats))
+  return rows
+
+
+def budget(p: Preset, per_step: dict, sample_step_s: dict) -> dict:
+  """Projected seconds of the whole ``cpu`` experiment from measured unit costs.
+
+  Args:
+    p: the preset (counts).
+    per_step: seconds per training step of ``"autoencoder"``, ``"feature net"``, ``"large"``, ``"small"``.
+    sample_step_s: seconds per sample per solver step of ``"large"`` and ``"small"``.
+
+  Returns:
+    Seconds per stage and ``"total"``. Sampling counts validation and test
+    noises for every model, every coarse-to-fine split and every guidance
+    scale (guided: two forwards); decoding, features, scores and metrics are
+    not included.
+  """
+  n, k = p.num_samples, p.sampler_steps
+  large_models = p.seeds * (1 + p.reduction_models + p.cfg_models)
+  out = {
+      "autoencoders": p.seeds * p.ae.steps * per_step["autoencoder"],
+      "feature net": p.feat.steps * per_step["feature net"],
+      "large-model trainings": large_models * p.flow_steps * per_step["large"],
+      "small-model trainings": p.seeds * p.flow_steps * per_step["small"],
+      "sampling, unguided": 2 * n * k * (p.seeds * (1 + p.reduction_models) * sample_step_s["large"]
+                                         + p.seeds * sample_step_s["small"]),
+      "sampling, coarse-to-fine": 2 * n * k * p.seeds * p.t_splits * 0.5 * (sample_step_s["large"]
+                                                                           + sample_step_s["small"]),
+      "sampling, guided": n * k * p.seeds * p.cfg_models * p.cfg_scales * 2 * sample_step_s["large"],
+  }
+  out["total"] = sum(out.values())
+  return out
+
+
+def _preset_from_flags() -> Preset:
+  p = CPU
+  if FLAGS.large:
+    p = dataclasses.replace(p, large=dataclasses.replace(p.large, width=int(FLAGS.large[0]),
+                                                         depth=int(FLAGS.large[1])))
+  if FLAGS.small:
+    p = dataclasses.replace(p, small=dataclasses.replace(p.small, width=int(FLAGS.small[0]),
+                                                         depth=int(FLAGS.small[1])))
+  if FLAGS.flow_batch:
+    p = dataclasses.replace(p, flow_batch=FLAGS.flow_batch)
+  return p
+
+
+def main(argv):
+  del argv
+  p = _preset_from_flags()
+  repeats = 1 if FLAGS.quick else FLAGS.repeats
+  train = measure_training(p, repeats, chunk=5 if FLAGS.quick else 20)
+  sample = measure_sampling(p, repeats, num_samples=200 if FLAGS.quick else p.num_samples)
+  conv = measure_conv_in_scan(repeats)
+  n_sampled = 200 if FLAGS.quick else p.num_samples
+  result = {"preset": repr(p), "load_average": os.getloadavg(), "cpu_count": os.cpu_count(),
+            "training": train, "sampling": sample, "conv_in_scan": conv}
+  for clock in ("wall_s", "cpu_s"):
+    per_step = {"autoencoder": train[0][clock], "feature net": train[1][clock], "large": train[2][clock],
+                "small": train[3][clock]}
+    per_sample_step = {"large": sample[0][clock] / (n_sampled * p.sampler_steps),
+                       "small": sample[-1][clock] / (n_sampled * p.sampler_steps)}
+    result[f"budget_{clock}"] = budget(p, per_step, per_sample_step)
+  os.makedirs(FLAGS.out, exist_ok=True)
+  with open(os.path.join(FLAGS.out, "sizes.json"), "w") as f:
+    json.dump(result, f, indent=2, default=str)
+  print(json.dumps(result, indent=2, default=str))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
