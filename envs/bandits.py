@@ -23,6 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 STD_MODES = ("shuffled", "equal_mean", "fixed")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+# Rewards are taken within this many standard deviations of their mean (Gaussian tails: beyond
+# it with probability 1e-23) when checking that float32 sums of squared rewards stay finite.
+REWARD_SDS = 10.0
 NOISE_KINDS = ("gaussian", "student_t")
 
 
@@ -131,14 +135,23 @@ def best_arm(arms: Arms) -> jax.Array:
   return jnp.argmax(arms.means)
 
 
-def check_custom(means, stds, std_mode: str) -> list[tuple[str, str]]:
+def check_custom(means, stds, std_mode: str, budget: int = 1) -> list[tuple[str, str]]:
   """Problems of a user-defined bandit: ``(key, message)`` pairs (``[]`` if fine).
+
+  The rules: the best arm must be unique in float32 (the dtype the means are
+  computed in; with tied best means the probability of error is not
+  defined), at least one std must be positive (an arm with std 0 is
+  deterministic; with every std 0 the Neyman shares ``sigma_k / sum sigma`` are
+  0/0 and one pull per arm identifies the best), and rewards must keep the
+  float32 sums of ``budget`` squared rewards finite (rewards taken within
+  ``REWARD_SDS`` standard deviations of their mean).
 
   Args:
     means: the arm means (a sequence of floats).
     stds: their standard deviations, or an empty sequence to derive them
       from the means (``std_mode``).
     std_mode: as in :func:`make_arms`.
+    budget: the largest budget (pulls) the bandit is run with.
   """
   out = []
   means, stds = list(means), list(stds)
@@ -149,10 +162,26 @@ def check_custom(means, stds, std_mode: str) -> list[tuple[str, str]]:
   if stds and std_mode == "equal_mean":
     out.append(("std_mode", 'std_mode="equal_mean" takes the stds from the means; use "fixed" or "shuffled" with stds'))
   scale = stds if stds else means
+  what, key = ("stds", "stds") if stds else ("means (used as stds)", "means")
   bad = [i for i, s in enumerate(scale) if not s >= 0]
   if bad:
-    what = "stds" if stds else "means (used as stds)"
-    out.append(("stds" if stds else "means", f"negative std: {what} at arms {bad} are < 0"))
+    out.append((key, f"negative std: {what} at arms {bad} are < 0"))
+  with np.errstate(over="ignore", invalid="ignore"):
+    m32 = np.asarray(means, np.float32)
+  if len(means) >= 2 and np.all(np.isfinite(m32)):
+    best = np.flatnonzero(m32 == m32.max()).tolist()
+    if len(best) > 1:
+      out.append(("means", f"arms {best} tie for the best mean {float(m32.max())!r} (in float32, the dtype it is "
+                           "computed in): the best arm, and so the error rate, is not defined; make one mean larger"))
+  if scale and not bad and all(s == 0 for s in scale):
+    out.append((key, "every std is 0: a noiseless bandit is identified by one pull per arm and its Neyman "
+                     "shares sigma_k / sum(sigma) are 0/0; give at least one arm a positive std"))
+  if not bad and (not stds or len(stds) == len(means)) and means:
+    bound = max(abs(m) for m in means) + REWARD_SDS * max(scale)  # std_mode may permute the stds
+    limit = math.sqrt(FLOAT32_MAX / max(budget, 1))
+    if bound > limit:
+      out.append((key, f"rewards up to max |mean| + {REWARD_SDS:g} max std = {bound:.3g} overflow the float32 sum of "
+                       f"{budget} squared rewards; at most {limit:.3g} is allowed: rescale the rewards"))
   return out
 
 

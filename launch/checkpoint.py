@@ -15,6 +15,10 @@ project's rules:
   verified step;
 * a step written under a different config is refused (:class:`CheckpointError`),
   even when the workdir's ``config.json`` is gone;
+* every step records the SHA-256 of each input file the run was made from
+  (the files an experiment declares, ``Experiment.inputs``); a resume whose
+  files differ is refused (:class:`InputsChangedError`, naming the files), so
+  a run never mixes old and new data;
 * restore targets are abstract trees (``jax.eval_shape`` + shardings) so that
   arrays come back sharded as they were saved, on one process or many;
 * a verified checkpoint that still fails to restore (or restores NaN/Inf) is
@@ -53,6 +57,34 @@ class CheckpointError(errors.UserError, RuntimeError):
   """No checkpoint could be restored, or one belongs to a different config."""
 
 
+class InputsChangedError(CheckpointError):
+  """A checkpoint was made from input files whose contents have changed since.
+
+  Attributes:
+    step: the checkpoint step.
+    changed: the paths whose digests differ (or that were added or removed).
+  """
+
+  def __init__(self, step: int, directory: str, changed: list[str]):
+    self.step, self.changed = step, changed
+    super().__init__(
+        f"input file {', '.join(changed)} changed since checkpoint step {step} in {directory} was written; "
+        "the run would mix old and new data: restore the file, use a new --workdir, or rerun with "
+        "--on_input_change=restart (the old run is kept in <workdir>/superseded/)"
+    )
+
+
+def file_digest(path: str) -> str:
+  """SHA-256 of a file's bytes, or of every file under a directory (names and bytes)."""
+  if os.path.isdir(path):
+    return step_digest(path)
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      h.update(block)
+  return h.hexdigest()
+
+
 def step_digest(path: str) -> str:
   """SHA-256 over the relative names and bytes of every file under ``path`` (but the checksum)."""
   h = hashlib.sha256()
@@ -71,9 +103,16 @@ def step_digest(path: str) -> str:
   return h.hexdigest()
 
 
-def _seal(files_digest: str, config_hash: Optional[str]) -> str:
-  """The recorded checksum: the files' digest bound to the config hash (a flipped hash byte is corruption)."""
-  return hashlib.sha256(f"{files_digest}:{config_hash}".encode()).hexdigest()
+def _seal(files_digest: str, config_hash: Optional[str], inputs: Optional[dict] = None) -> str:
+  """The recorded checksum: the files' digest bound to the config hash and the input digests.
+
+  A flipped byte in either record is corruption, not a different config or data.
+  Steps without an input record (``inputs`` None or empty) seal as before.
+  """
+  text = f"{files_digest}:{config_hash}"
+  if inputs:
+    text += ":" + json.dumps(inputs, sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _log_weight_paths(tree: Any, prefix: tuple = ()) -> set[str]:
@@ -161,15 +200,24 @@ class Checkpointer:
     config_hash: hash of the run's config (see ``launch.runner.config_hash``);
       recorded with every step, and a step recorded under another hash is
       refused. ``None``: not recorded, not checked.
+    inputs: ``{path: SHA-256}`` of the input files the run reads (see
+      :func:`file_digest`); recorded with every step, and a step recorded
+      with other digests is refused (:class:`InputsChangedError`). ``None``:
+      not recorded, not checked. Steps that recorded none are not checked.
+
+  Use it as a context manager (or call :meth:`close`): closing is
+  deterministic, also when the run stops with an error.
   """
 
   def __init__(self, directory: str, *, max_to_keep: int = 2, every: int = 1,
-               config_hash: Optional[str] = None):
+               config_hash: Optional[str] = None, inputs: Optional[dict[str, str]] = None):
     self.directory = os.path.abspath(directory)
     self.every = every
     self.config_hash = config_hash
+    self.inputs = dict(inputs) if inputs else None
     self.corrupt_dir = self.directory.rstrip(os.sep) + ".corrupt"
     self._verified: set[int] = set()
+    self._closed = False
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(
@@ -178,6 +226,18 @@ class Checkpointer:
             cleanup_tmp_directories=True,
         ),
     )
+    # orbax removes the temporary directories of unfinished saves in a background thread; a run
+    # that stops right away (a one-line error) would leave it running into interpreter exit,
+    # where it fails with a long traceback after the error line. Wait for it here.
+    await_cleanup = getattr(self._manager, "_maybe_await_cleanup_tmp_directory", None)
+    if await_cleanup is not None:
+      await_cleanup()
+
+  def __enter__(self) -> "Checkpointer":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
 
   # ---------------------------------------------------------------- verification
 
@@ -185,7 +245,7 @@ class Checkpointer:
     return os.path.join(self.directory, str(step))
 
   def _problem(self, step: int) -> Optional[str]:
-    """Why ``step`` does not verify (``None``: it does); raises on a config mismatch."""
+    """Why ``step`` does not verify (``None``: it does); raises on a config or input-file mismatch."""
     path = os.path.join(self._path(step), CHECKSUM_FILE)
     try:
       with open(path) as f:
@@ -195,7 +255,8 @@ class Checkpointer:
       return "no checksum (the run stopped before it was written)"
     except (OSError, ValueError, KeyError, TypeError) as e:
       return f"unreadable checksum ({type(e).__name__})"
-    if _seal(step_digest(self._path(step)), record.get("config_hash")) != expected:
+    recorded_inputs = record.get("inputs")
+    if _seal(step_digest(self._path(step)), record.get("config_hash"), recorded_inputs) != expected:
       return "its files do not match their checksum (corrupt)"
     if record.get("config_hash") and self.config_hash and record["config_hash"] != self.config_hash:
       raise CheckpointError(
@@ -203,7 +264,16 @@ class Checkpointer:
           f"(config hash {record['config_hash'][:12]}, this run's {self.config_hash[:12]}); "
           "rerun with the original flags or use a new --workdir"
       )
+    changed = self.changed_inputs(recorded_inputs)
+    if changed:
+      raise InputsChangedError(step, self.directory, changed)
     return None
+
+  def changed_inputs(self, recorded: Optional[dict]) -> list[str]:
+    """Paths whose digest in ``recorded`` (a step's record) differs from this run's ``inputs``."""
+    if not recorded or self.inputs is None:
+      return []
+    return sorted(p for p in set(recorded) | set(self.inputs) if recorded.get(p) != self.inputs.get(p))
 
   def _move_aside(self, step: int, why: str) -> None:
     """Reports ``step`` in one line and moves it to :attr:`corrupt_dir` (primary process only)."""
@@ -256,8 +326,10 @@ class Checkpointer:
     self._manager.save(step, args=ocp.args.Composite(**args), force=True)
     self._manager.wait_until_finished()
     if jax.process_index() == 0:  # written after the data: a step without it never verifies
-      record = {"sha256": _seal(step_digest(self._path(step)), self.config_hash), "config_hash": self.config_hash,
-                "step": step}
+      record = {"sha256": _seal(step_digest(self._path(step)), self.config_hash, self.inputs),
+                "config_hash": self.config_hash, "step": step}
+      if self.inputs:
+        record["inputs"] = self.inputs
       tmp = os.path.join(self._path(step), f".{CHECKSUM_FILE}.tmp")
       with open(tmp, "w") as f:
         json.dump(record, f)
@@ -327,4 +399,7 @@ class Checkpointer:
     return self.restore(target if target is not None else abstract_like(initial))
 
   def close(self) -> None:
-    self._manager.close()
+    """Closes the orbax manager (once; later calls do nothing)."""
+    if not self._closed:
+      self._closed = True
+      self._manager.close()

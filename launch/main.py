@@ -12,6 +12,11 @@ Flags:
   --coordinator_address / --num_processes / --process_id
                 multi-host runs (or COORDINATOR_ADDRESS, NUM_PROCESSES,
                 PROCESS_ID in the environment).
+  --on_input_change  refuse (default) or restart: what a rerun does when an
+                input file of the run (an MDP .npz, a D4RL file, a CSV) changed
+                since its last checkpoint; ``refuse`` names the file and changes
+                nothing, ``restart`` moves the previous run, unmodified, to
+                ``<workdir>/superseded/<n>/`` and starts over.
   --verbose     show the traceback of failures that are not bugs (bad config
                 or data, unusable workdir, NaN stop, no verifiable checkpoint);
                 without it they print one line, ``error: ...``, and exit 1
@@ -42,6 +47,10 @@ _COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of pr
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Number of processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Index of this process.")
 _VERBOSE = flags.DEFINE_bool("verbose", False, "Show tracebacks of user errors (or ICML26_VERBOSE=1).")
+_ON_INPUT_CHANGE = flags.DEFINE_enum(
+    "on_input_change", "refuse", runner.ON_INPUT_CHANGE,
+    "When an input file (--config.mdp_file, --config.data.hdf5_file, ...) changed since the last checkpoint: "
+    "refuse to resume, or restart (the previous run moves, unmodified, to <workdir>/superseded/<n>/).")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -153,7 +162,7 @@ def main(argv):
       cpu_devices=_CPU_DEVICES.value,
   )
   try:
-    runner.run(_CONFIG.value, _WORKDIR.value)
+    runner.run(_CONFIG.value, _WORKDIR.value, on_input_change=_ON_INPUT_CHANGE.value)
   except errors.user_error_types() as e:
     if _VERBOSE.value or os.environ.get(errors.VERBOSE_ENV, "") not in ("", "0"):
       logging.exception("%s", type(e).__name__)

@@ -10,6 +10,7 @@ An :class:`Experiment` is registered in :mod:`launch.registry`; the runner
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Callable, Optional, Sequence
 
 from absl import logging
@@ -40,6 +41,12 @@ class Experiment:
       reads, the problem it builds); run after the declared ones.
     headline: ``results -> str``, the short Markdown table that carries the
       paper's claim, for the README (default: ``markdown``).
+    inputs: ``config -> [(config key, path), ...]``: every file (or
+      directory) of the user's that the run reads, named by the config key
+      that points at it. The runner records their SHA-256 with every
+      checkpoint and refuses to resume once one has changed (the run would
+      mix old and new data); see ``launch.runner.run``'s ``on_input_change``.
+      Files the run generates itself are not inputs.
   """
 
   declaration: Declaration
@@ -49,6 +56,7 @@ class Experiment:
   markdown: Optional[Callable[[dict], str]] = None
   checks: Sequence[Check] = ()
   headline: Optional[Callable[[dict], str]] = None
+  inputs: Optional[Callable[[ml_collections.ConfigDict], Sequence[tuple[str, str]]]] = None
 
   @property
   def name(self) -> str:
@@ -57,6 +65,12 @@ class Experiment:
   def schema(self) -> config_schema.Schema:
     """Every key's type, range and choices, and every check, derived from the declaration."""
     return self.declaration.schema(self.get_config(), self.checks)
+
+  def input_files(self, config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+    """``[(config key, path)]`` of the user's files the run reads (paths with ``~`` expanded)."""
+    if self.inputs is None:
+      return []
+    return [(key, os.path.expanduser(path)) for key, path in self.inputs(config) if path]
 
   def to_headline(self, results: dict) -> str:
     return self.headline(results) if self.headline is not None else self.to_markdown(results)

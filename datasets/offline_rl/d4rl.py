@@ -36,6 +36,10 @@ class D4RLFileNotFoundError(D4RLFormatError, FileNotFoundError):
   """No file where a D4RL dataset was looked for."""
 
 
+class D4RLDimensionError(D4RLFormatError):
+  """Observations or actions with other dimensions than the environment's."""
+
+
 def task_of(dataset_name: str) -> str:
   """``"halfcheetah-medium-v2" -> "halfcheetah"``."""
   return dataset_name.split("-")[0]
@@ -72,10 +76,16 @@ def validate(data: Mapping[str, np.ndarray], source: str = "dataset", *, dims: O
   missing = [k for k in REQUIRED_KEYS if k not in data]
   if missing:
     raise D4RLFormatError(f"{source}: missing keys {missing}; a D4RL dataset has {list(REQUIRED_KEYS)}")
-  if np.ndim(data["observations"]) == 0:
-    raise D4RLFormatError(f"{source}: 'observations' must be [N, dim], got a scalar")
+  arrays = REQUIRED_KEYS + (("next_observations",) if "next_observations" in data else ())
+  for k in arrays:
+    kind = np.asarray(data[k]).dtype  # h5py reads strings as bytes (dtype S) or bytes objects (dtype O)
+    if kind.kind not in "biuf":
+      raise D4RLFormatError(f"{source}: '{k}' has dtype {kind} ({'strings' if kind.kind in 'OSU' else 'not numbers'});"
+                            " a D4RL array holds numbers")
+    if np.ndim(data[k]) == 0:
+      raise D4RLFormatError(f"{source}: '{k}' must have one row per step, got a scalar")
   n = len(data["observations"])
-  for k in REQUIRED_KEYS + (("next_observations",) if "next_observations" in data else ()):
+  for k in arrays:
     if len(data[k]) != n:
       raise D4RLFormatError(f"{source}: '{k}' has {len(data[k])} rows, 'observations' has {n}")
   for k in ("observations", "actions"):
@@ -90,12 +100,29 @@ def validate(data: Mapping[str, np.ndarray], source: str = "dataset", *, dims: O
   if dims is not None:
     for k, want, what in (("observations", dims[0], "observations"), ("actions", dims[1], "actions")):
       if np.shape(data[k])[1] != want:
-        raise D4RLFormatError(f"{source}: '{k}' has {np.shape(data[k])[1]} columns; {env} {what} have {want}")
+        raise D4RLDimensionError(f"{source}: '{k}' has {np.shape(data[k])[1]} columns; {env} {what} have {want}")
   if n < 2:
     raise D4RLFormatError(f"{source}: {n} row{'' if n == 1 else 's'}; at least 2 are needed (one transition)")
-  for k in ("observations", "actions", "rewards"):
-    if not np.all(np.isfinite(data[k])):
-      raise D4RLFormatError(f"{source}: '{k}' has NaN or Inf values")
+  for k in ("observations", "actions", "rewards") + arrays[len(REQUIRED_KEYS):]:
+    check_float32(data[k], source, k)
+
+
+def check_float32(x, source: str, name: str) -> None:
+  """Raises :class:`D4RLFormatError` naming the first value of ``x`` that is not finite in float32.
+
+  Rows are trained on in float32: a value that is finite in the file's dtype
+  but overflows float32 (``|x| > 3.4e38``) is refused like NaN and Inf.
+  """
+  x = np.asarray(x)
+  with np.errstate(over="ignore", invalid="ignore"):
+    bad = ~np.isfinite(x.astype(np.float32))
+  if bad.any():
+    idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    value = float(x[idx])
+    if not np.isfinite(value):
+      raise D4RLFormatError(f"{source}: '{name}' has NaN or Inf values (the first at index {idx}: {value!r})")
+    raise D4RLFormatError(f"{source}: '{name}' at index {idx} holds {value!r}, which overflows float32 "
+                          "(|x| <= 3.4e38), the dtype it is trained in")
 
 
 def load_hdf5(path: str, *, dims: Optional[tuple[int, int]] = None, env: str = "the environment",

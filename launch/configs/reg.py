@@ -38,6 +38,7 @@ KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert")  # gene
 MUJOCO_GENERATED = ("halfcheetah", "hopper")  # MuJoCo tasks with a generated dataset (TD3 behaviour)
 GENERATED_TASKS = classic_control.TASKS + MUJOCO_GENERATED
 D4RL_TASKS = tfds_d4rl.TASKS  # tasks whose D4RL datasets are evaluated
+NO_ENV = "none"  # data.hdf5_task of a file without an environment: any dimensions, trained, not evaluated
 D4RL_DATASETS = tuple(f"{t}-{k}-v2" for t in D4RL_TASKS for k in ("medium", "medium-replay", "medium-expert"))
 
 
@@ -90,8 +91,9 @@ class Data(hparams.Hyperparameters):
   td3_snapshot_every: int = F(5_000, "TD3 behaviour snapshot interval (a multiple of 5).", low=5)
   reference_episodes: int = F(100, "Episodes for the random / expert reference returns.", low=2)
   hdf5_file: str = F("", "A user's own D4RL-format HDF5 file (any name) for d4rl_hdf5; replaces d4rl_datasets.")
-  hdf5_task: str = F("halfcheetah", "Environment of hdf5_file (arrays checked against it; evaluated on it).",
-                     choices=D4RL_TASKS)
+  hdf5_task: str = F("halfcheetah", "Environment of hdf5_file (arrays checked against it; evaluated on it); none: "
+                     "any dimensions, trained but not evaluated (offline training metrics only).",
+                     choices=D4RL_TASKS + (NO_ENV,))
   hdf5_random_return: float = F(0.0, "Random-policy return for hdf5_file's normalised scores.")
   hdf5_expert_return: float = F(0.0, "Expert return for hdf5_file's scores (both 0: raw returns are reported).")
 

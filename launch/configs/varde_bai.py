@@ -83,7 +83,7 @@ class Run(hparams.Hyperparameters):
         if getattr(self, name):
           yield name, f"only used with problem=custom (problem={self.problem!r})"
       return
-    yield from bandits.check_custom(self.means, self.stds, self.std_mode)
+    yield from bandits.check_custom(self.means, self.stds, self.std_mode, budget=max(self.budgets, default=1))
     if not self.budgets:
       yield "budgets", "problem=custom needs explicit budgets, e.g. --config.budgets='(500,)'"
 

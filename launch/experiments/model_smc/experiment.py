@@ -175,4 +175,5 @@ EXPERIMENT = Experiment(
     markdown=report.markdown_table,
     headline=report.headline_table,
     checks=(_checks,),
+    inputs=lambda config: [("data.path", config.data.path)] if config.task == "csv" else [],
 )

@@ -43,6 +43,7 @@ from datasets.offline_rl import suite
 from datasets.offline_rl import tfds_d4rl
 from envs import classic_control
 from envs import mujoco_tasks
+from launch.configs import reg as reg_config
 from methods import reg
 
 CLASSIC = classic_control.TASKS
@@ -53,6 +54,9 @@ CLASSIC_BEHAVIOUR = {
     "mountaincar": {"expert": (0.1, 0.0), "medium": (1.0, 0.75)},
 }
 MUJOCO_ACTION_NOISE = 0.1
+NO_ENV = reg_config.NO_ENV  # data.hdf5_task of a file without an environment
+# Training metrics reported (at the end) for a dataset that cannot be evaluated, where the algorithm has them.
+OFFLINE_METRICS = ("actor_loss", "critic_loss", "value_loss", "q_mean", "v_mean")
 MEDIUM_FRACTION = 0.4  # medium = first TD3 snapshot at 40% of the way from random to expert
 
 
@@ -61,7 +65,7 @@ class OfflineData:
   """One dataset ready for training (NumPy) and how to score it."""
 
   name: str  # e.g. "pendulum-medium" or "halfcheetah-medium-v2"
-  task: str  # environment: pendulum | mountaincar | halfcheetah | hopper | walker2d
+  task: str  # environment: pendulum | mountaincar | halfcheetah | hopper | walker2d, or none (NO_ENV)
   transitions: dict  # qlearning_dataset arrays, observations normalised, rewards scaled, actions clipped
   random_return: float
   expert_return: float
@@ -69,6 +73,11 @@ class OfflineData:
   obs_std: np.ndarray  # [S]
   reward_scale: float
   info: dict
+
+  @property
+  def evaluable(self) -> bool:
+    """Whether an environment exists to evaluate policies trained on this dataset."""
+    return self.task in CLASSIC or self.task in mujoco_tasks.DIMS
 
   @property
   def obs_dim(self) -> int:
@@ -97,6 +106,28 @@ def dataset_names(config: ml_collections.ConfigDict) -> list[str]:
   if _user_file(config):
     return [os.path.splitext(os.path.basename(_user_file(config)))[0]]
   return list(config.data.d4rl_datasets)
+
+
+def input_files(config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+  """``(config key, path)`` of the user's files the run reads: D4RL HDF5 files or TFDS catalog folders.
+
+  The datasets the run generates itself are not listed.
+  """
+  if config.data.source == "d4rl_hdf5":
+    if _user_file(config):
+      return [("data.hdf5_file", _user_file(config))]
+    folder = os.path.expanduser(config.data.d4rl_dir)
+    return [("data.d4rl_dir", os.path.join(folder, f"{n}.hdf5")) for n in config.data.d4rl_datasets]
+  if config.data.source == "tfds_d4rl":
+    root = os.path.expanduser(config.data.data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
+    out = []
+    for n in config.data.d4rl_datasets:
+      parts = n.split("-")
+      folder = os.path.join(root, f"d4rl_mujoco_{d4rl.task_of(n)}", f"{parts[-1]}-{'-'.join(parts[1:-1])}")
+      if os.path.isdir(folder):  # elsewhere (TFDS's own default) TFDS finds it and reports what is missing
+        out.append(("data.data_dir", folder))
+    return out
+  return []
 
 
 def data_dir(config: ml_collections.ConfigDict, workdir: str) -> str:
@@ -332,6 +363,8 @@ def load(config, name: str, directory: str) -> OfflineData:
   for k, want in zip(("observations", "actions"), mujoco_tasks.DIMS[task]):
     if q[k].ndim != 2 or q[k].shape[1] != want:
       raise d4rl.D4RLFormatError(f"{source}: '{k}' has shape {q[k].shape}; {task} {k} have {want} columns")
+  for k in ("observations", "actions", "rewards", "next_observations"):
+    d4rl.check_float32(q[k], source, k)
   if config.data.reward_scale == "traj_return":
     scale = 1000.0 / max(float(np.ptp(returns)), 1e-6)
   else:
@@ -345,7 +378,8 @@ def _load_hdf5(config, name: str) -> OfflineData:
   A user's file is scored with ``data.hdf5_random_return`` / ``data.hdf5_expert_return``;
   when both are 0 the scores are raw returns (references 0 and 100 make
   ``100 (R - 0) / (100 - 0) = R``), and ``reward_scale="reference"`` falls back to
-  IQL's ``traj_return`` scale.
+  IQL's ``traj_return`` scale. With ``data.hdf5_task="none"`` the file may have
+  any dimensions; its policies are trained but not evaluated (no environment).
   """
   info = {}
   if _user_file(config):
@@ -363,15 +397,25 @@ def _load_hdf5(config, name: str) -> OfflineData:
     task = d4rl.task_of(name)
     r0, r1 = d4rl.ref_scores(name)
     hint = " and pass --config.data.d4rl_dir=<its folder> (or --config.data.hdf5_file=<your file>)"
-  if task not in mujoco_tasks.DIMS:
+  if task != NO_ENV and task not in mujoco_tasks.DIMS:
     raise d4rl.D4RLFormatError(f"{path}: task {task!r} is not evaluated; tasks: {sorted(mujoco_tasks.DIMS)}")
-  rows = d4rl.load_hdf5(path, dims=mujoco_tasks.DIMS[task], env=task, missing_hint=hint)
+  try:
+    rows = d4rl.load_hdf5(path, dims=mujoco_tasks.DIMS.get(task), env=task, missing_hint=hint)
+  except d4rl.D4RLDimensionError as e:
+    if not _user_file(config):
+      raise
+    raise d4rl.D4RLDimensionError(f"{e}; a file of other dimensions trains without an environment (not "
+                                  f"evaluated) with --config.data.hdf5_task={NO_ENV}") from e
   q = d4rl.qlearning_dataset(rows, source=path)
   if info.get("score") == "raw return" and config.data.reward_scale == "reference":
     scale = d4rl.reward_scale(rows)
     logging.info("[reg data] %s: no reference returns given; rewards use IQL's trajectory-return scale", path)
   else:
     scale = _scale(config, rows, r0, r1)
+  if task == NO_ENV:
+    info["score"] = "none"
+    logging.info("[reg data] %s: no environment (data.hdf5_task=%s); policies are trained, not evaluated, and the "
+                 "offline training metrics are reported", path, NO_ENV)
   return _finish(name, task, q, r0, r1, scale, config, {"path": path, **info})
 
 

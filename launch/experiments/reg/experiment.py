@@ -128,6 +128,51 @@ def eval_chunks(config) -> list[int]:
   return [i for i in range(1, c + 1) if i % config.eval_every == 0 or i == c]
 
 
+def _template(config, units, evals, datasets, hps, unit: int, mesh) -> dict:
+  """The checkpoint of unit ``unit``: its training state and every unit's scores, digests (and offline metrics).
+
+  Datasets without an environment (``data.hdf5_task="none"``) are not
+  evaluated; their units record the final training metrics
+  (``reg_data.OFFLINE_METRICS``, per seed) instead, under ``offline`` and
+  ``offline_mask`` (which metrics the algorithm has); configs without such a
+  dataset checkpoint exactly what they did before.
+  """
+  n, a = units[unit]
+  p = mesh_lib.padded_size(config.num_seeds, mesh)
+  out = {
+      "train": init_states(config, hps[a], datasets[n], unit, mesh),
+      "scores": np.zeros((len(units), len(evals), p), np.float32),
+      "digest": np.zeros((len(units), 8), np.uint32),
+  }
+  if not all(d.evaluable for d in datasets.values()):
+    out["offline"] = np.zeros((len(units), len(reg_data.OFFLINE_METRICS), p), np.float32)
+    out["offline_mask"] = np.zeros((len(units), len(reg_data.OFFLINE_METRICS)), np.int32)
+  return out
+
+
+def _observe(config, data, state, m: dict, u: int, c: int, g: int, chunks: int, evals: list, tally: dict) -> dict:
+  """Chunk ``c`` of unit ``u``: its metrics, evaluation (or offline metrics at the end), final digest.
+
+  Updates the checkpointed arrays of ``tally`` in place; returns the log record.
+  """
+  record = {k: float(np.mean(v)) for k, v in m.items()}
+  if c in evals and data.evaluable:
+    j = evals.index(c)
+    episodes = config.final_eval_episodes if c == chunks else config.eval_episodes
+    key = jax.random.fold_in(jax.random.key(config.seed + 1), g)
+    tally["scores"][u, j] = evaluate(config, data, state.actor, key, episodes).mean(axis=1)
+    s = tally["scores"][u, j, : config.num_seeds]
+    record.update(score_mean=float(s.mean()), score_se=float(reg_report.stderr(s)))
+  if c == chunks:
+    tally["digest"][u] = np.frombuffer(bytes.fromhex(digest(state)), np.uint32)
+    if not data.evaluable:
+      for i, name in enumerate(reg_data.OFFLINE_METRICS):
+        if name in m:
+          tally["offline"][u, i, : config.num_seeds] = m[name]
+          tally["offline_mask"][u, i] = 1
+  return record
+
+
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Trains every (dataset, algorithm) unit; returns ``results.json``'s content."""
   start = time.perf_counter()
@@ -140,21 +185,11 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   units = [(n, a) for n in names for a in config.algorithms]
   chunks = config.num_updates // config.updates_per_chunk
   evals = eval_chunks(config)
-  p = mesh_lib.padded_size(config.num_seeds, ctx.mesh)
   hps = {a: reg_config.agent_hparams(config, a) for a in config.algorithms}
-
-  def template(unit: int) -> dict:
-    n, a = units[unit]
-    return {
-        "train": init_states(config, hps[a], datasets[n], unit, ctx.mesh),
-        "scores": np.zeros((len(units), len(evals), p), np.float32),
-        "digest": np.zeros((len(units), 8), np.uint32),
-    }
-
   latest = ctx.latest_step()
   first = (latest - 1) // chunks if latest else 0
-  step, ckpt, _ = ctx.restore_or(template(first))
-  scores, digests = np.array(ckpt["scores"]), np.array(ckpt["digest"])
+  step, ckpt, _ = ctx.restore_or(_template(config, units, evals, datasets, hps, first, ctx.mesh))
+  tally = {k: np.array(v) for k, v in ckpt.items() if k != "train"}
   unit, done = ((step - 1) // chunks, step - ((step - 1) // chunks) * chunks) if step else (0, 0)
   state = ckpt["train"]
   if done == chunks:
@@ -179,23 +214,14 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
       if bad:
         raise ckpt_lib.NonFiniteError(g, bad, ctx.latest_step())
       record = {"dataset": name, "algorithm": algorithm, "updates": c * config.updates_per_chunk}
-      record.update({k: float(np.mean(v)) for k, v in m.items()})
-      if c in evals:
-        j = evals.index(c)
-        episodes = config.final_eval_episodes if c == chunks else config.eval_episodes
-        key = jax.random.fold_in(jax.random.key(config.seed + 1), g)
-        scores[u, j] = evaluate(config, data, state.actor, key, episodes).mean(axis=1)
-        s = scores[u, j, : config.num_seeds]
-        record.update(score_mean=float(s.mean()), score_se=float(reg_report.stderr(s)))
-      if c == chunks:
-        digests[u] = np.frombuffer(bytes.fromhex(digest(state)), np.uint32)
+      record.update(_observe(config, data, state, m, u, c, g, chunks, evals, tally))
       record["updates_per_s"] = progress.rate(g * config.updates_per_chunk)
       ctx.writer.log(g, **record)
       progress.update(g * config.updates_per_chunk)
-      ctx.save(g, {"train": state, "scores": scores, "digest": digests}, force=c == chunks)
+      ctx.save(g, {"train": state, **tally}, force=c == chunks)
     done = 0
 
-  results = reg_report.summarize(config, units, evals, scores, digests, datasets)
+  results = reg_report.summarize(config, units, evals, tally, datasets)
   results["wall_time_s"] = time.perf_counter() - start
   reg_report.make_figures(results, ctx.writer)
   return results
@@ -208,4 +234,5 @@ EXPERIMENT = Experiment(
     summary=reg_report.format_table,
     markdown=reg_report.markdown_table,
     headline=reg_report.headline_table,
+    inputs=reg_data.input_files,
 )

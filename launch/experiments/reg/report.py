@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from launch.experiments.reg import data as reg_data
+
 # D4RL -v2 normalised scores, CORL "last" (CORL's README), for context only.
 D4RL_COLUMNS = ("hc-m", "hc-mr", "hc-me", "hop-m", "hop-mr", "hop-me", "w-m", "w-mr", "w-me")
 D4RL_REFERENCE = {
@@ -28,69 +30,139 @@ def stderr(x) -> float:
   return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else float("nan")
 
 
-def summarize(config, units, evals, scores, digests, datasets) -> dict:
-  """``results.json`` content from the per-seed scores ``[U, n_evals, P]``."""
+NORMALISED = "normalised score"
+RAW = "raw return"
+
+
+def summarize(config, units, evals, tally: dict, datasets) -> dict:
+  """``results.json`` content from the checkpointed tallies.
+
+  Args:
+    config: the run's config.
+    units: ``(dataset, algorithm)`` in run order.
+    evals: the chunks that were evaluated.
+    tally: ``scores [U, n_evals, P]`` and ``digest [U, 8]``, and for datasets
+      without an environment ``offline [U, M, P]`` and ``offline_mask [U, M]``
+      (the final training metrics ``OFFLINE_METRICS``).
+    datasets: ``{name: OfflineData}``.
+  """
   n = config.num_seeds
   names = list(dict.fromkeys(u[0] for u in units))
+  scored = [d for d in names if datasets[d].evaluable]
   res = {
       "experiment": "reg",
-      "datasets": names,
+      "datasets": scored,
+      "offline_datasets": [d for d in names if d not in scored],
       "algorithms": list(config.algorithms),
       "num_seeds": n,
       "num_updates": config.num_updates,
       "eval_updates": [c * config.updates_per_chunk for c in evals],
       "source": config.data.source,
-      "scores": {d: {} for d in names},
-      "curves": {d: {} for d in names},
+      "scores": {d: {} for d in scored},
+      "curves": {d: {} for d in scored},
+      "offline": {d: {} for d in names if d not in scored},
       "param_digest": {d: {} for d in names},
       "dataset_info": {},
       "average": {},
   }
   for u, (d, a) in enumerate(units):
-    final = scores[u, -1, :n].astype(np.float64)
+    res["param_digest"][d][a] = tally["digest"][u].tobytes().hex()
+    if d in res["offline"]:
+      res["offline"][d][a] = {
+          m: {"mean": float(v.mean()), "se": stderr(v), "per_seed": v.tolist()}
+          for i, m in enumerate(reg_data.OFFLINE_METRICS) if tally["offline_mask"][u, i]
+          for v in [tally["offline"][u, i, :n].astype(np.float64)]
+      }
+      continue
+    final = tally["scores"][u, -1, :n].astype(np.float64)
     res["scores"][d][a] = {"mean": float(final.mean()), "se": stderr(final), "per_seed": final.tolist()}
-    curve = scores[u, :, :n].astype(np.float64)
+    curve = tally["scores"][u, :, :n].astype(np.float64)
     res["curves"][d][a] = {"mean": curve.mean(1).tolist(), "se": [stderr(c) for c in curve]}
-    res["param_digest"][d][a] = digests[u].tobytes().hex()
   for d in names:
     ds = datasets[d]
     res["dataset_info"][d] = {
         "task": ds.task, "transitions": int(len(ds.transitions["rewards"])),
+        "obs_dim": ds.obs_dim, "action_dim": ds.action_dim,
         "random_return": ds.random_return, "expert_return": ds.expert_return,
         "reward_scale": ds.reward_scale, **{k: v for k, v in ds.info.items() if isinstance(v, (int, float, str))},
     }
-  for a in config.algorithms:
-    means = [res["scores"][d][a]["mean"] for d in names]
-    ses = [res["scores"][d][a]["se"] for d in names]
-    res["average"][a] = {"mean": float(np.mean(means)), "se": float(math.sqrt(np.sum(np.square(ses))) / len(ses))}
+    res["dataset_info"][d]["score"] = ds.info.get("score", NORMALISED) if ds.evaluable else "none"
+  if scored:
+    for a in config.algorithms:
+      means = [res["scores"][d][a]["mean"] for d in scored]
+      ses = [res["scores"][d][a]["se"] for d in scored]
+      res["average"][a] = {"mean": float(np.mean(means)), "se": float(math.sqrt(np.sum(np.square(ses))) / len(ses))}
   return res
+
+
+def score_label(results: dict) -> str:
+  """What the score columns are: normalised scores, or raw returns where no reference returns were given."""
+  kinds = {results["dataset_info"][d].get("score", NORMALISED) for d in results["datasets"]}
+  if kinds == {RAW}:
+    return "raw return (undiscounted episode return: no reference returns were given)"
+  if kinds == {NORMALISED}:
+    return "normalised score (100 = dataset's expert, 0 = uniform random)"
+  return "score: " + "; ".join(f"{d}: {results['dataset_info'][d]['score']}" for d in results["datasets"])
 
 
 def _cell(s: dict) -> str:
   return f"{s['mean']:.1f} ± {s['se']:.1f}"
 
 
+def _offline_note(results: dict, d: str) -> str:
+  i = results["dataset_info"][d]
+  return (f"{d}: no environment (data.hdf5_task='none'; {i['obs_dim']}-dim observations, {i['action_dim']}-dim "
+          "actions), so no policy was evaluated: offline training metrics at the end, mean ± s.e. over seeds")
+
+
+def _offline_rows(results: dict, d: str) -> list[tuple[str, list[str]]]:
+  """``(metric, cells per algorithm)`` of an unevaluated dataset (``-``: the algorithm has no such metric)."""
+  algs = results["algorithms"]
+  metrics = [m for m in reg_data.OFFLINE_METRICS if any(m in results["offline"][d][a] for a in algs)]
+  return [(m, [_cell(results["offline"][d][a][m]) if m in results["offline"][d][a] else "-" for a in algs])
+          for m in metrics]
+
+
 def format_table(results: dict) -> str:
-  """Plain-text table: rows datasets, columns algorithms, ``mean ± s.e.`` normalised scores."""
+  """Plain-text table: rows datasets, columns algorithms, ``mean ± s.e.`` scores (and offline metrics)."""
   algs, names = results["algorithms"], results["datasets"]
-  w = max(len(n) for n in names + ["average"]) + 2
+  offline = results.get("offline_datasets", [])
+  w = max(len(n) for n in names + offline + ["average"] + list(reg_data.OFFLINE_METRICS)) + 2
   cw = max(13, max(len(a) for a in algs) + 2)
-  lines = [
-      f"normalised score (100 = dataset's expert, 0 = uniform random), {results['num_seeds']} seeds, "
-      f"{results['num_updates']:,} updates; mean ± s.e. over seeds",
-      "dataset".ljust(w) + "".join(a.rjust(cw) for a in algs),
-  ]
-  for d in names:
-    lines.append(d.ljust(w) + "".join(_cell(results["scores"][d][a]).rjust(cw) for a in algs))
-  lines.append("average".ljust(w) + "".join(_cell(results["average"][a]).rjust(cw) for a in algs))
+  head = "dataset".ljust(w) + "".join(a.rjust(cw) for a in algs)
+  lines = []
+  if names:
+    lines += [f"{score_label(results)}, {results['num_seeds']} seeds, {results['num_updates']:,} updates; "
+              "mean ± s.e. over seeds", head]
+    for d in names:
+      lines.append(d.ljust(w) + "".join(_cell(results["scores"][d][a]).rjust(cw) for a in algs))
+    lines.append("average".ljust(w) + "".join(_cell(results["average"][a]).rjust(cw) for a in algs))
+  for d in offline:
+    lines += [_offline_note(results, d) + f" ({results['num_seeds']} seeds, {results['num_updates']:,} updates)",
+              "metric".ljust(w) + "".join(a.rjust(cw) for a in algs)]
+    lines += [m.ljust(w) + "".join(c.rjust(cw) for c in cells) for m, cells in _offline_rows(results, d)]
   return "\n".join(lines)
+
+
+def _markdown_offline(results: dict) -> list[str]:
+  algs, out = results["algorithms"], []
+  for d in results.get("offline_datasets", []):
+    out += ["", _offline_note(results, d) + ".", "", "| metric | " + " | ".join(f"`{a}`" for a in algs) + " |",
+            "|---|" + "---:|" * len(algs)]
+    out += [f"| {m} | " + " | ".join(cells) + " |" for m, cells in _offline_rows(results, d)]
+  return out
 
 
 def markdown_table(results: dict) -> str:
   """The table in Markdown, dataset references, and D4RL's published numbers for context."""
   algs, names = results["algorithms"], results["datasets"]
+  if not names:
+    return "\n".join(_markdown_offline(results)[1:]) + "\n"
+  label = score_label(results)
+  md_label = ("Normalised score (100 = the dataset's expert, 0 = uniform random actions)" if label.startswith(NORMALISED)
+              else label[0].upper() + label[1:])
   out = [
-      f"Normalised score (100 = the dataset's expert, 0 = uniform random actions), mean ± s.e. over "
+      f"{md_label}, mean ± s.e. over "
       f"{results['num_seeds']} seeds after {results['num_updates']:,} updates (data: {results['source']}). "
       "Best mean per row in bold.\n",
       "| dataset | " + " | ".join(f"`{a}`" for a in algs) + " |",
@@ -101,20 +173,23 @@ def markdown_table(results: dict) -> str:
     best = max(row[a]["mean"] for a in algs)
     cells = [f"**{_cell(row[a])}**" if row[a]["mean"] == best else _cell(row[a]) for a in algs]
     out.append(f"| {d} | " + " | ".join(cells) + " |")
-  out += ["", "| dataset | transitions | random return | expert return | behaviour (normalised return of its episodes) |",
-          "|---|---:|---:|---:|---|"]
+  behaviour = "behaviour (normalised return of its episodes)" if label.startswith(NORMALISED) else "behaviour"
+  out += ["", f"| dataset | transitions | random return | expert return | {behaviour} |", "|---|---:|---:|---:|---|"]
   for d in names:
     i = results["dataset_info"][d]
     beh = i.get("behaviour", "")
     nr = i.get("normalized_return_mean")
-    out.append(f"| {d} | {i['transitions']:,} | {i['random_return']:.1f} | {i['expert_return']:.1f} | "
-               f"{beh}{'' if nr is None else f' ({nr:.1f})'} |")
-  out += ["", "For context, D4RL -v2 normalised scores published by CORL (\"last\" checkpoints; "
-          "not produced here, different data and budgets):", "",
-          "| algorithm | " + " | ".join(D4RL_COLUMNS) + " | average |",
-          "|---|" + "---:|" * (len(D4RL_COLUMNS) + 1)]
-  for name, row in D4RL_REFERENCE.items():
-    out.append(f"| {name} | " + " | ".join(f"{x:.2f}" for x in row) + " |")
+    refs = (f"{i['random_return']:.1f} | {i['expert_return']:.1f}" if i.get("score", NORMALISED) == NORMALISED
+            else "- | -")
+    out.append(f"| {d} | {i['transitions']:,} | {refs} | {beh}{'' if nr is None else f' ({nr:.1f})'} |")
+  out += _markdown_offline(results)
+  if label.startswith(NORMALISED):
+    out += ["", "For context, D4RL -v2 normalised scores published by CORL (\"last\" checkpoints; "
+            "not produced here, different data and budgets):", "",
+            "| algorithm | " + " | ".join(D4RL_COLUMNS) + " | average |",
+            "|---|" + "---:|" * (len(D4RL_COLUMNS) + 1)]
+    for name, row in D4RL_REFERENCE.items():
+      out.append(f"| {name} | " + " | ".join(f"{x:.2f}" for x in row) + " |")
   return "\n".join(out) + "\n"
 
 
@@ -126,6 +201,8 @@ def make_figures(results: dict, writer) -> None:
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
   names, algs = results["datasets"], results["algorithms"]
+  if not names:  # no dataset was evaluated (no environment): no learning curves
+    return
   cols = min(5, len(names))
   rows = math.ceil(len(names) / cols)
   fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False)
@@ -143,7 +220,7 @@ def make_figures(results: dict, writer) -> None:
     ax.set_xlabel("updates", fontsize=8)
   for ax in axes.flat[len(names):]:
     ax.axis("off")
-  axes[0][0].set_ylabel("normalised score (± s.e.)")
+  axes[0][0].set_ylabel(f"{score_label(results).split(' (')[0]} (± s.e.)")
   handles, labels = axes[0][0].get_legend_handles_labels()
   fig.legend(handles, labels, loc="lower center", ncol=min(len(algs), 5), fontsize=8, bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(algs) > 5)))
   fig.tight_layout(rect=(0, 0.06, 1, 1))
@@ -151,11 +228,14 @@ def make_figures(results: dict, writer) -> None:
 
 
 def headline_table(results: dict) -> str:
-  """The README's table: every algorithm's normalised score averaged over the datasets."""
+  """The README's table: every algorithm's score averaged over the datasets."""
   algs = results["algorithms"]
+  if not results["datasets"]:
+    return "\n".join(_markdown_offline(results)[1:]) + "\n"
   best = max(results["average"][a]["mean"] for a in algs)
   cells = [f"**{_cell(results['average'][a])}**" if results["average"][a]["mean"] == best
            else _cell(results["average"][a]) for a in algs]
-  return (f"Normalised score averaged over {len(results['datasets'])} datasets, mean ± s.e. over "
+  label = score_label(results).split(" (")[0]
+  return (f"{label[0].upper()}{label[1:]} averaged over {len(results['datasets'])} datasets, mean ± s.e. over "
           f"{results['num_seeds']} seeds after {results['num_updates']:,} updates.\n\n"
           "| " + " | ".join(f"`{a}`" for a in algs) + " |\n|" + "---:|" * len(algs) + "\n| " + " | ".join(cells) + " |\n")

@@ -76,7 +76,7 @@ def _data_checks(config):
       yield "mdp_file", f"{config.mdp_file!r} does not exist"
       return
     try:
-      mdps.load_npz(config.mdp_file, s0=config.start_state)
+      mdps.load_npz(config.mdp_file, s0=config.start_state, samples=max(config.budgets))
     except mdps.MDPFileError as e:
       yield "mdp_file", str(e)
       return
@@ -109,4 +109,5 @@ EXPERIMENT = Experiment(
     markdown=search_report.markdown_table,
     headline=search_report.headline_table,
     checks=(_data_checks,),
+    inputs=lambda config: [("mdp_file", config.mdp_file)] if "file" in config.envs else [],
 )
