@@ -9,6 +9,14 @@ are laid on the regular grid of the smallest step, and the skipped points
 become missing rows. State names must be plain identifiers (not ``t`` or a
 function name of ModelSMC's expression language).
 
+Bounds: the grid may hold at most ``max_grid_points`` rows (times
+``0, 1e-9, 1`` imply a billion of them: an error naming the row that passes
+the bound, before anything is allocated), and every value must stay finite
+in ``dtype``, the precision the data are computed in (a cell ``1e308`` is
+finite in float64 but not in float32: an error naming the line and column,
+never a silently missing value); the grid step must be positive in
+``dtype`` too.
+
 Every problem with a file is a :class:`CsvError` naming the file and the
 line, column or argument. NumPy only.
 """
@@ -23,6 +31,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 _MISSING = ("", "na", "nan", "n/a")
+MAX_GRID_POINTS = 5000  # default bound on the rows of the regular grid (config key data.max_grid_points)
 _RESERVED = ("t", "exp", "log", "sqrt", "sin", "cos", "tanh", "abs")
 
 
@@ -64,8 +73,18 @@ def _pick(name: str, columns: Sequence[str], where: str, key: str) -> int:
   raise CsvError(f"column {name!r} is not in {where}{hint}; its columns are {list(columns)}", key)
 
 
-def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = ()) -> CsvData:
-  """Reads and checks ``path``; see the module docstring for the format."""
+def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = (),
+             max_grid_points: int = MAX_GRID_POINTS, dtype=np.float32) -> CsvData:
+  """Reads and checks ``path``; see the module docstring for the format.
+
+  Args:
+    path: the file.
+    time_column: the time column's name (default: the first column).
+    states: the observed columns, in equation order (default: every other column).
+    max_grid_points: the most rows the regular grid may have (skipped points included).
+    dtype: the precision the observations are computed in; every value must
+      be finite in it (the returned arrays stay float64).
+  """
   if not path:
     raise CsvError("no file given")
   if not os.path.isfile(path):
@@ -108,6 +127,10 @@ def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = ()) ->
         raise CsvError(f"{path}, line {i}, column {columns[j]!r}: {x!r} is not a number") from None
       if not math.isfinite(v):
         raise CsvError(f"{path}, line {i}, column {columns[j]!r}: {x!r} is not finite")
+      if j != t_idx and not _finite_in(v, dtype):
+        raise CsvError(f"{path}, line {i}, column {columns[j]!r}: {x!r} is not finite in {np.dtype(dtype).name}, "
+                       f"the precision of the fit (largest finite value {float(np.finfo(dtype).max):.4g}); "
+                       "rescale the column")
       row.append(v)
     rows.append((i, row))
   if len(rows) < 3:
@@ -121,11 +144,12 @@ def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = ()) ->
                      "(times must increase strictly)")
   steps = np.diff(t)
   dt = float(steps.min())
+  _check_grid(path, rows, t, dt, columns[t_idx], max_grid_points, dtype)
   k = steps / dt
   if np.any(np.abs(k - np.round(k)) > 1e-6 * np.maximum(k, 1.0)):
     raise CsvError(f"{path}: the times are not on a regular grid of step {dt:g} (the smallest step); "
                    "rows may skip grid points but not fall between them")
-  pos = np.concatenate([[0], np.cumsum(np.round(k).astype(int))])
+  pos = np.concatenate([[0], np.cumsum(np.round(k).astype(np.int64))])
   y = np.full((pos[-1] + 1, len(names)), np.nan)
   y[pos] = arr[:, 1:]
   times = t[0] + dt * np.arange(len(y))
@@ -133,6 +157,31 @@ def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = ()) ->
     if not np.isfinite(y[:, o]).any():
       raise CsvError(f"{path}: column {s!r} has no observations (every cell is empty or NA)")
   return CsvData(times, y, names, dt, columns[t_idx])
+
+
+def _finite_in(v: float, dtype) -> bool:
+  with np.errstate(over="ignore"):
+    return bool(np.isfinite(np.asarray(v, dtype)))
+
+
+def _check_grid(path: str, rows, t: np.ndarray, dt: float, time_name: str, max_grid_points: int, dtype) -> None:
+  """The regular grid of step ``dt`` fits in ``max_grid_points`` rows and ``dt`` is positive in ``dtype``."""
+  small = int(np.argmin(np.diff(t)))  # the step that sets the grid: rows small and small + 1
+  between = f"between line {rows[small][0]} and line {rows[small + 1][0]}"
+  with np.errstate(under="ignore"):
+    positive = bool(np.asarray(dt, dtype) > 0)
+  if not positive:
+    raise CsvError(f"{path}: the smallest time step {dt:g} ({between}) is zero in {np.dtype(dtype).name}, "
+                   "the precision of the fit; rescale the time column")
+  with np.errstate(over="ignore"):
+    offset = (t - t[0]) / dt  # grid index of each row (float: no integer overflow)
+  total = offset[-1] + 1
+  if not total <= max_grid_points:
+    r = int(np.argmax(~(offset + 1 <= max_grid_points)))  # the first row past the bound
+    raise CsvError(f"{path}: the times imply {total:,.0f} grid points (step {dt:g}, the smallest step, "
+                   f"{between}); line {rows[r][0]} ({time_name} {t[r]:g}) is grid point {offset[r] + 1:,.0f}, "
+                   f"beyond the bound of {max_grid_points:,} (data.max_grid_points; check the times, or raise "
+                   "the bound: every fit integrates over the whole grid)")
 
 
 def first_values(data: CsvData) -> np.ndarray:

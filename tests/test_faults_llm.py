@@ -6,16 +6,24 @@ OverflowError; a library body folding to a division by zero raised
 ZeroDivisionError once compilation had started.
 """
 
-import io
+import http.server
 import json
-import urllib.request
+import os
+import threading
+import time
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from launch import errors
 from launch import llm_client
+from launch import runner
+from launch.configs import model_smc as smc_config
+from launch.experiments.model_smc import intervals as intervals_lib
+from launch.experiments.model_smc import report
+import model_smc_problems as mp
 from methods.model_smc import expr as ex
 from methods.model_smc import interpret
 from methods.model_smc import llm
@@ -95,20 +103,105 @@ def test_reject_counter_reports_reasons_and_warns_when_all_are_rejected():
   assert counts.summary(4).count("\n") == 0
 
 
+class _Server:
+  """A local chat-completions endpoint: ``handler(request_handler)`` writes each reply (a thread per request)."""
+
+  def __init__(self, handler):
+    outer = self
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+      def do_POST(self):  # noqa: N802 (the standard library's name)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        try:
+          handler(self)
+        except OSError:  # the client hung up (its deadline)
+          outer.hung_up += 1
+
+      def log_message(self, *args):
+        del args
+
+    self.hung_up = 0
+    self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    self.httpd.daemon_threads = True
+    self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+    threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *args):
+    self.httpd.shutdown()
+    self.httpd.server_close()
+
+
+def _send(body: bytes, status: int = 200):
+  def handler(h):
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+  return handler
+
+
+def _completion(content: str) -> bytes:
+  return json.dumps({"choices": [{"message": {"content": content}}]}).encode()
+
+
 @pytest.mark.parametrize("body", [b"[" * 5000 + b"]" * 5000, b'{"choices": ' + b"1" * 5000 + b"}",
                                   b'{"choices": [{"message": {"content": 1e999}}]}'])
-def test_client_turns_a_hostile_envelope_into_an_llm_error(monkeypatch, body):
-  class _Response(io.BytesIO):
-    def __enter__(self):
-      return self
+def test_client_turns_a_hostile_envelope_into_an_llm_error(body):
+  with _Server(_send(body)) as server:
+    client = llm_client.ChatClient(server.url, "m", timeout_s=30.0)
+    with pytest.raises(llm.LLMError):
+      client.complete([{"role": "user", "content": "hi"}])
 
-    def __exit__(self, *args):
-      return False
 
-  monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: _Response(body))
-  client = llm_client.ChatClient("http://127.0.0.1:1/v1", "m")
-  with pytest.raises(llm.LLMError):
-    client.complete([{"role": "user", "content": "hi"}])
+def test_a_good_reply_and_an_http_error_through_a_local_endpoint():
+  with _Server(_send(_completion(_reply()))) as server:
+    assert json.loads(llm_client.ChatClient(server.url, "m", timeout_s=30.0).complete([]))["equations"]
+  with _Server(_send(b"overloaded", status=503)) as server:
+    with pytest.raises(llm.LLMError, match="HTTP 503 .*overloaded") as e:
+      llm_client.ChatClient(server.url, "m", timeout_s=30.0).complete([])
+    assert e.value.kind == "http"
+
+
+def test_the_timeout_is_a_deadline_for_the_whole_request_not_for_each_read():
+  """A valid reply that trickles in one byte at a time must stop at the deadline, not arrive whole.
+
+  The reply takes 50 x 0.1 s = 5 s to send and every single read returns
+  within 0.1 s, so a per-read timeout of 1 s would wait for it and return
+  its content; the request's deadline of 1 s ends it with a timeout.
+  """
+  body = _completion(_reply())
+  pause = 0.1
+  slow = body[:50]
+
+  def trickle(h):
+    h.send_response(200)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    for byte in slow:
+      h.wfile.write(bytes([byte]))
+      h.wfile.flush()
+      time.sleep(pause)
+    h.wfile.write(body[len(slow):])
+
+  with _Server(trickle) as server:
+    client = llm_client.ChatClient(server.url, "m", timeout_s=1.0)
+    with pytest.raises(llm.LLMError) as e:
+      client.complete([{"role": "user", "content": "hi"}])
+  assert e.value.kind == "timeout" and "within 1 s" in e.value.reason
+
+
+def test_a_server_that_never_answers_is_a_timeout():
+  gate = threading.Event()
+  with _Server(lambda h: gate.wait(30)) as server:
+    with pytest.raises(llm.LLMError) as e:
+      llm_client.ChatClient(server.url, "m", timeout_s=0.5).complete([])
+    gate.set()
+  assert e.value.kind == "timeout"
 
 
 @pytest.mark.parametrize("text", ["a + 1/0", "a*x/(2 - 2)", "a + 1/(0*3)", "x*(1/-(1 - 1))"])
@@ -136,3 +229,66 @@ def test_constants_that_fold_fine_still_parse_and_compile():
 
 def test_unsafe_expressions_are_user_errors():
   assert issubclass(ex.UnsafeExpression, errors.user_error_types())
+
+
+# ----------------------------------------------------------------------------
+# A reply with a term outside the library: the library grows, and every structure fitted before the growth
+# stays scorable (its fit is moved to the larger layout), so the run finishes.
+
+
+def test_structures_fitted_before_the_library_grew_are_scored_in_the_new_layout():
+  problem = mp.oscillator()
+  ev = mp.evaluator(problem, batch_size=2)
+  old = st.from_equations({"x": "a*v", "v": "-b*x"}, ev.library)
+  ev.evaluate([old])
+  phi_before, h_before = ev.phi(old), ev.neg_hessian(old)
+  reply = _reply(equations={"x": "a*v", "v": "-b*x/(1 + c*x^2)"})
+  new, _, _ = llm.parse_reply(reply, ev.library, max_params=8)
+  assert len(ev.library) == 3  # the reply's body joined the library
+  ev.evaluate([new])
+  d = ev.layout().dim
+  assert ev.phi(old).shape == (d,) and ev.neg_hessian(old).shape == (d, d) and d > len(phi_before)
+  idx = ev.layout().embed_index(ev.layout(2))
+  np.testing.assert_array_equal(ev.phi(old)[idx], phi_before)
+  np.testing.assert_array_equal(ev.neg_hessian(old)[np.ix_(idx, idx)], h_before)
+  kw = dict(num_samples=8, num_fit=8, num_points=12)
+  scores = report.predictive_scores(jax.random.key(0), ev, [old, new], [0.5, 0.5], **kw)
+  assert np.isfinite(float(scores["heldout_lpd"]))
+  table = intervals_lib.ParameterIntervals(ev).table(old)
+  assert set(table) == {"p1", "p2", "sigma_x", "sigma_v"}
+  # After a resume the Hessian is not in memory: it is refitted in the library the record was fitted in.
+  ev.hessians.clear()
+  np.testing.assert_allclose(ev.neg_hessian(old)[np.ix_(idx, idx)], h_before, rtol=1e-5, atol=1e-5)
+
+
+ISSUE_REPLIES = (  # the issue's replies, each with a term outside the pelts' library
+    {"hare": "a*hare/(1 + lynx)", "lynx": "b*hare*lynx - c*lynx"},
+    {"hare": "a*hare/(lynx - lynx)", "lynx": "b*hare*lynx - c*lynx"},
+)
+
+
+@pytest.mark.slow
+def test_an_llm_run_whose_replies_grow_the_library_finishes(tmp_path):
+  """Before: ``TypeError: mul got incompatible shapes for broadcasting`` in the predictive draws, no results.
+
+  The replies add ``c0*hare/(1 + lynx)`` and ``c0*hare/(lynx - lynx)`` (the
+  second fails every fit: a counted failed fit, never a particle with mass)
+  to the library after the first structures were fitted.
+  """
+  calls = []
+
+  def reply(h):
+    eqs = ISSUE_REPLIES[len(calls) % len(ISSUE_REPLIES)]
+    calls.append(eqs)
+    _send(_completion(json.dumps({"rationale": "r", "equations": eqs})))(h)
+
+  config = smc_config.get_config("smoke,task=pelts")
+  config.algorithm, config.proposal = "evidence_weighted", "llm"
+  config.baselines = ("hill_climb",)
+  with _Server(reply) as server:
+    config.llm.base_url, config.llm.model, config.llm.timeout_s = server.url, "scripted", 30.0
+    results = runner.run(config, str(tmp_path / "llm"))
+  assert calls and os.path.exists(tmp_path / "llm" / "results.json")
+  assert "c0*hare/(1 + lynx)" in results["library"] and len(results["library"]) > 6
+  assert results["smc"]["top"] and all(np.isfinite(float(r["log_evidence"])) for r in results["smc"]["top"])
+  assert "ModelSMC (posterior mixture)" in results["comparison"]

@@ -18,6 +18,7 @@ import model_smc_problems as tp
 from methods.model_smc import evidence as ev
 from methods.model_smc import fit as fit_lib
 from methods.model_smc import grammar
+from methods.model_smc import pooled as pooled_lib
 from methods.model_smc import smc
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
@@ -49,7 +50,7 @@ def test_smc_frequencies_match_brute_force(exact_setup):
   reps = 16
   freqs, norms, betas = np.zeros((reps, len(space))), np.zeros(reps), []
   for r in range(reps):
-    final = smc.run(jax.random.key(100 + r), evaluator, g, prior=prior, tempering=tempering, final=smc.FinalConfig())
+    final = pooled_lib.run(jax.random.key(100 + r), evaluator, g, prior=prior, tempering=tempering, final=smc.FinalConfig())
     betas.append(final.beta)
     for k, v in smc.run_mass(final, evaluator.key).items():
       freqs[r, index[k]] = v

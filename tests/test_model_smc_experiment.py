@@ -11,6 +11,7 @@ from launch import config_schema
 from launch import runner
 from launch.configs import model_smc as smc_config
 from launch.experiments.model_smc import report as model_smc_report
+from launch.experiments.model_smc import sampler as sampler_lib
 from methods.model_smc import smc
 
 
@@ -138,20 +139,20 @@ def test_smoke_run_writes_results_and_figures(pelts_run):
 def test_a_killed_run_resumes_to_the_same_result(pelts_run, tmp_path, monkeypatch):
   _, reference = pelts_run
   workdir = str(tmp_path / "resumed")
-  real_step = smc.step
+  real_progress = sampler_lib._progress  # pylint: disable=protected-access
   calls = {"n": 0}
 
-  def crashing_step(*args, **kwargs):
+  def killed_at_the_second_step(*args, **kwargs):  # after step 1's checkpoint, before step 2's
     calls["n"] += 1
     if calls["n"] == 2:
       raise KeyboardInterrupt("killed")
-    return real_step(*args, **kwargs)
+    return real_progress(*args, **kwargs)
 
-  monkeypatch.setattr(smc, "step", crashing_step)
+  monkeypatch.setattr(sampler_lib, "_progress", killed_at_the_second_step)
   with pytest.raises(KeyboardInterrupt):
     runner.run(_config(), workdir)
   assert os.path.isdir(os.path.join(workdir, "checkpoints", "1"))
-  monkeypatch.setattr(smc, "step", real_step)
+  monkeypatch.setattr(sampler_lib, "_progress", real_progress)
   resumed = runner.run(_config(), workdir)
   a, b = reference["smc"], resumed["smc"]
   assert [r["key"] for r in a["top"]] == [r["key"] for r in b["top"]]
@@ -162,8 +163,7 @@ def test_a_killed_run_resumes_to_the_same_result(pelts_run, tmp_path, monkeypatc
     np.testing.assert_allclose(float(row["heldout_lpd"]), float(resumed["comparison"][name]["heldout_lpd"]),
                                rtol=1e-4)
   # A rerun of a finished run does no sampling again.
-  monkeypatch.setattr(smc, "step", crashing_step)
-  calls["n"] = 1
+  monkeypatch.setattr(smc, "step_gen", lambda *a, **k: pytest.fail("the sampler ran again"))
   again = runner.run(_config(), workdir)
   assert [r["key"] for r in again["smc"]["top"]] == [r["key"] for r in b["top"]]
 

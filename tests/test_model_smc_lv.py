@@ -10,6 +10,7 @@ from envs import ode_systems
 import model_smc_problems as tp
 from methods.model_smc import grammar
 from methods.model_smc import model as mdl
+from methods.model_smc import pooled as pooled_lib
 from methods.model_smc import smc
 
 Z90 = 1.6448536269514722
@@ -31,7 +32,7 @@ def test_true_structure_has_the_largest_posterior_mass(lv):
   # per temperature and the final phase's ascent and prior jumps.
   tempering = smc.TemperingConfig(num_particles=96, mcmc_steps=5, max_delta=0.1)  # the cpu preset's max_delta
   g = grammar.GrammarProposal(lib, max_terms=problem.prior.max_terms)
-  final = smc.run(jax.random.key(0), evaluator, g, prior=problem.prior, tempering=tempering,
+  final = pooled_lib.run(jax.random.key(0), evaluator, g, prior=problem.prior, tempering=tempering,
                   final=smc.FinalConfig(local_search_steps=10, prior_prob=0.1))
   assert final.beta == 1.0
   mass = smc.posterior_mass(final.particles, final.log_weights, evaluator.key)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import model_smc_problems as tp
+from methods.model_smc import final as final_lib
 from methods.model_smc import gradient_matching as gm_lib
 from methods.model_smc import grammar as grammar_lib
 from methods.model_smc import pooled as pooled_lib
@@ -48,7 +49,7 @@ def test_pooled_rejuvenated_mass_matches_the_visited_posterior(exact_space):
   assert 0 < len(cands) <= tempering.candidates
   pooled = pooled_lib.run_pooled(jax.random.key(7), evaluator, g, prior=prior, tempering=tempering, final=final,
                                  candidates=cands)
-  assert len(pooled.runs) == 4 and all(smc.finished(s, final) for s in pooled.runs)
+  assert len(pooled.runs) == 4 and all(final_lib.finished(s, final) for s in pooled.runs)
   assert all(s.elites and s.moves > 0 for s in pooled.runs)
   mass = pooled_lib.pooled_mass(pooled.runs, evaluator.key)
   assert sum(mass.values()) == pytest.approx(1.0)
@@ -59,7 +60,7 @@ def test_pooled_rejuvenated_mass_matches_the_visited_posterior(exact_space):
   assert pooled_lib.total_variation(mass, exact) < 3 * bound, (pooled_lib.total_variation(mass, exact), bound)
   assert next(iter(mass)) == next(iter(exact))
   # Run 0 of the pooled sampler is the single run with the same key.
-  single = smc.run(jax.random.key(7), evaluator, g, prior=prior, tempering=tempering, final=final,
+  single = pooled_lib.run(jax.random.key(7), evaluator, g, prior=prior, tempering=tempering, final=final,
                    candidates=cands)
   assert smc.run_mass(single, evaluator.key) == smc.run_mass(pooled.runs[0], evaluator.key)
 
@@ -89,7 +90,7 @@ def test_final_sweeps_with_elites_leave_the_posterior_invariant(exact_space):
   state = smc.SMCState(particles=particles, log_weights=np.zeros(n), log_evidence=evaluator.evaluate(particles),
                        beta=1.0, log_normalizer=0.0, iteration=1, proposals=n, elites=elites)
   for s in range(3):
-    state, _ = smc.final_sweep(state, jax.random.key(s), evaluator, g, prior=prior, final=final)
+    state, _ = final_lib.final_sweep(state, jax.random.key(s), evaluator, g, prior=prior, final=final)
   freq = smc.posterior_mass(state.particles, state.log_weights, evaluator.key)
   bound = 0.5 * np.sqrt(p * (1 - p) / n).sum()
   assert pooled_lib.total_variation(freq, exact) < 3 * bound, (pooled_lib.total_variation(freq, exact), bound)
@@ -104,7 +105,7 @@ def test_posterior_weighted_elite_jumps_are_always_accepted(exact_space):
   particles = (elites[2],) * 40
   state = smc.SMCState(particles=particles, log_weights=np.zeros(40), log_evidence=evaluator.evaluate(particles),
                        beta=1.0, log_normalizer=0.0, iteration=1, proposals=40, elites=elites)
-  new, _ = smc.final_sweep(state, jax.random.key(0), evaluator, g, prior=prior, final=final)
+  new, _ = final_lib.final_sweep(state, jax.random.key(0), evaluator, g, prior=prior, final=final)
   (sweep,) = new.final_mass
   jumped = [m for m, _ in sweep if m in elites and m != elites[2]]
   assert jumped, "some particles proposed another elite"

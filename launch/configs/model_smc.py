@@ -59,6 +59,7 @@ import math
 
 import ml_collections
 
+from datasets import timeseries
 from envs import ode_systems
 from launch import llm_client
 from launch.configs import common
@@ -78,6 +79,15 @@ SIMULATED = {"exact": "damped_oscillator", "lv_sim": "lotka_volterra"}
 ALGORITHMS = ("tempered", "evidence_weighted")
 PROPOSALS = ("grammar", "llm")
 BASELINES = ("hill_climb", "sindy")
+FLOAT32_MAX = 3.4028234663852886e38  # the data and the fits are computed in float32
+
+def _float32_problems(name: str, values, labels=None):
+  """``(name, message)`` for each value that is finite in float64 but not in float32, the data's precision."""
+  for i, v in enumerate(values):
+    if math.isfinite(v) and abs(v) > FLOAT32_MAX:
+      where = f"[{i}]" if labels is None else f" {labels[i]!r}"
+      yield name, f"{where} = {v:g} is not finite in float32, the precision of the fit (largest {FLOAT32_MAX:.4g})"
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +103,8 @@ class Run(hparams.Hyperparameters):
   proposal: str = F("grammar", "grammar, or llm (evidence_weighted only).", choices=PROPOSALS)
   num_fit: int = F(16, "Rows fitted; the rest are held out.", low=3)
   baselines: tuple[str, ...] = F(BASELINES, "Baselines scored the same way.", choices=BASELINES, unique=True)
+  checkpoint_s: float = F(60.0, "The sampler checkpoints at most this often, in seconds, besides the end of "
+                          "every phase (0: after every step); a killed run repeats at most this much work.", low=0)
 
   def checks(self):
     if self.proposal == "llm" and self.algorithm != "evidence_weighted":
@@ -152,6 +164,9 @@ class Sim(hparams.Hyperparameters):
         return
       if len(self.x0) != len(states):
         yield "x0", f"{len(self.x0)} initial values for the {len(states)} states {list(states)}"
+      yield from _float32_problems("x0", self.x0)
+      values = st.parse_system(self.equations, self.params)[2]
+      yield from _float32_problems("params", list(values.values()), list(values))
       if any(o not in states for o in self.observed):
         yield "observed", f"{list(self.observed)} must name states of sim.equations {list(states)}"
       if self.noise_scale <= 0:
@@ -171,10 +186,15 @@ class CsvData(hparams.Hyperparameters):
   states: tuple[str, ...] = F((), "Observed state columns, in equation order (default: every other column).")
   latent: tuple[str, ...] = F((), "Unobserved states, after the observed ones in equation order.")
   latent_x0: tuple[float, ...] = F((), "Initial values of the latent states (one each).")
+  max_grid_points: int = F(timeseries.MAX_GRID_POINTS,
+                           "Most rows of the file's regular time grid (skipped grid points count); every fit "
+                           "integrates over all of them.", low=3)
 
   def checks(self):
     if len(self.latent_x0) != len(self.latent):
       yield "latent_x0", f"{len(self.latent_x0)} values for the {len(self.latent)} latent states {list(self.latent)}"
+    yield from _float32_problems("latent_x0", self.latent_x0)
+
 
 
 def fit_config(config: ml_collections.ConfigDict) -> fit_lib.FitConfig:

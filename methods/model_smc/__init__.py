@@ -11,10 +11,11 @@ over structures ``p(m | x) ∝ p(m) Z(m)`` as the target:
 * :mod:`model` / :mod:`fit` / :mod:`evidence`: RK4 likelihood, batched
   fitting, Laplace / BIC / held-out evidence;
 * :mod:`evaluator`: the cached, batched evidence of structures;
-* :mod:`smc` / :mod:`moves` / :mod:`pooled`: tempered SMC over structures
-  (:class:`TemperingConfig`, :class:`FinalConfig`), its Metropolis-Hastings
-  moves and pooled independent runs; :mod:`codec`: the samplers' states in
-  checkpoints;
+* :mod:`smc` / :mod:`final` / :mod:`moves` / :mod:`pooled`: tempered SMC
+  over structures (:class:`TemperingConfig`, :class:`FinalConfig`), its
+  final phase at ``beta = 1``, its Metropolis-Hastings moves and its runs
+  (one, or several in lockstep, pooled); :mod:`codec`: the samplers'
+  states in checkpoints;
 * :mod:`reference`: the reference's evidence-weighted scheme and N = 1
   hill climbing; :mod:`llm`: the LLM proposer;
 * :mod:`predictive` / :mod:`sindy` / :mod:`scipy_peer`: held-out scoring,
@@ -47,10 +48,11 @@ from methods.model_smc.reference import HillClimb
 from methods.model_smc.reference import ReferenceConfig
 from methods.model_smc.reference import hill_climb
 from methods.model_smc.reference import run_reference
+from methods.model_smc.pooled import run as run_smc
+from methods.model_smc.pooled import run_pooled
 from methods.model_smc.smc import FinalConfig
 from methods.model_smc.smc import SMCState
 from methods.model_smc.smc import TemperingConfig
-from methods.model_smc.smc import run as run_smc
 from methods.model_smc.structure import Library
 from methods.model_smc.structure import PriorConfig
 from methods.model_smc.structure import Structure

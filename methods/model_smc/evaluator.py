@@ -16,6 +16,7 @@ the number of devices.
 
 from __future__ import annotations
 
+import time
 import zlib
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
@@ -26,6 +27,7 @@ import numpy as np
 from methods.model_smc import fit as fit_lib
 from methods.model_smc import structure as st
 from methods.model_smc.model import Data
+from methods.model_smc.model import Layout
 from methods.model_smc.model import ProblemSpec
 from methods.model_smc.model import StructuredModel
 
@@ -50,6 +52,7 @@ class Record(NamedTuple):
   phi: tuple[float, ...]
   nonfinite_restarts: int = 0
   restarts: int = 1
+  num_bodies: int = 0  # library size of the fit, the layout of phi (0: unknown, read from phi's length)
 
   @property
   def status(self) -> str:
@@ -67,6 +70,12 @@ def compiled(library_keys: tuple[str, ...], bodies: Sequence, spec: ProblemSpec,
     model = StructuredModel(bodies, spec)
     _COMPILED[cache_key] = (model, fit_lib.make_batch_fit(model, cfg))
   return _COMPILED[cache_key]
+
+
+@jax.jit
+def _key_data(seeds: jax.Array) -> jax.Array:
+  """``[B, ...]`` raw key data of ``jax.random.key(seed)`` for each seed, in one call."""
+  return jax.vmap(lambda s: jax.random.key_data(jax.random.key(s)))(seeds)
 
 
 def structure_seed(seed: int, key_text: str) -> int:
@@ -98,13 +107,24 @@ class Evaluator:
     self.cache: dict[str, Record] = {}
     self.hessians: dict[str, np.ndarray] = {}  # not checkpointed; refitted on demand
     self.num_batches = 0
+    self._layouts: dict[int, Layout] = {}
+    self._keys: dict[st.Structure, str] = {}
+    self._placed = None  # the data on the devices, repeated over the batch
+    self._called: set = set()  # compiled fits called at least once (their first call compiles them)
+    # Seconds in the fits after each compiled fit's first call, in those first calls (tracing, compiling,
+    # one batch), and in host-device transfers; calls counted after the first.
+    self.timing = {"fit_seconds": 0.0, "first_call_seconds": 0.0, "transfer_seconds": 0.0, "fit_calls": 0}
 
   @property
   def num_fits(self) -> int:
     return len(self.cache)
 
   def key(self, m: st.Structure) -> str:
-    return st.key(m, self.library)
+    """``m``'s canonical text, computed once per structure (the library only grows, so a key never changes)."""
+    k = self._keys.get(m)
+    if k is None:
+      k = self._keys[m] = st.key(m, self.library)
+    return k
 
   def model(self) -> StructuredModel:
     return compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg)[0]
@@ -140,27 +160,87 @@ class Evaluator:
       self.evaluate([m])
     return self.cache[k]
 
-  def neg_hessian(self, m: st.Structure) -> np.ndarray:
-    """``[D, D]`` masked curvature at the fitted parameters (refits if not in memory)."""
-    k = self.key(m)
-    if k not in self.hessians:
-      kept = self.cache.pop(k, None)  # the refit only supplies the curvature
-      self._fit_batch([(k, m)])
-      if kept is not None:
-        self.cache[k] = kept
-    return self.hessians[k]
+  def layout(self, num_bodies: Optional[int] = None) -> Layout:
+    """The parameter layout over the first ``num_bodies`` bodies (default: the whole library)."""
+    n = len(self.library) if num_bodies is None else num_bodies
+    if n not in self._layouts:
+      self._layouts[n] = Layout([self.library.n_params(k) for k in range(n)], self.spec)
+    return self._layouts[n]
 
-  def _fit_batch(self, items: list[tuple[str, st.Structure]]) -> None:
-    model, fn = compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg)
-    n_bodies = len(self.library)
+  def _fit_bodies(self, rec: Record) -> int:
+    """The library size ``rec`` was fitted in (older checkpoints: the smallest whose layout fits its phi)."""
+    if rec.num_bodies:
+      return rec.num_bodies
+    return next((n for n in range(1, len(self.library) + 1) if self.layout(n).dim == len(rec.phi)),
+                len(self.library))
+
+  def phi(self, m: st.Structure) -> np.ndarray:
+    """``[D]`` float64 fitted parameters of ``m`` in the current library's layout (fits ``m`` if needed).
+
+    A fit made before the library grew (an LLM's new body) is moved to the
+    current layout (:meth:`methods.model_smc.model.Layout.embed_index`);
+    the coordinates of bodies it did not have are inactive (prior centre).
+    """
+    rec = self.record(m)
+    small, full = self.layout(self._fit_bodies(rec)), self.layout()
+    phi = np.asarray(rec.phi, np.float64)
+    if small.dim == full.dim:
+      return phi
+    out = np.full((full.dim,), self.spec.param_prior_loc, np.float64)
+    out[full.embed_index(small)] = phi
+    return out
+
+  def neg_hessian(self, m: st.Structure) -> np.ndarray:
+    """``[D, D]`` masked curvature at the fitted parameters, in the current library's layout.
+
+    Not kept in checkpoints: after a resume it is recomputed by refitting
+    ``m`` in the library its record was fitted in (the same fit, so the same
+    optimum). A fit made before the library grew is moved to the current
+    layout; the coordinates it did not have get the identity, as inactive
+    coordinates do in :class:`methods.model_smc.fit.Fit`.
+    """
+    k = self.key(m)
+    rec = self.record(m)
+    n = self._fit_bodies(rec)
+    if k not in self.hessians:
+      self.cache.pop(k)  # the refit only supplies the curvature
+      try:
+        self._fit_batch([(k, m)], num_bodies=n)
+      finally:
+        self.cache[k] = rec
+    h = np.asarray(self.hessians[k])
+    small, full = self.layout(n), self.layout()
+    if small.dim == full.dim:
+      return h
+    out = np.eye(full.dim, dtype=h.dtype)
+    idx = full.embed_index(small)
+    out[np.ix_(idx, idx)] = h
+    return out
+
+  def _fit_batch(self, items: list[tuple[str, st.Structure]], num_bodies: Optional[int] = None) -> None:
+    n_bodies = len(self.library) if num_bodies is None else num_bodies
+    lib = self.library
+    model, fn = compiled(tuple(lib.keys[:n_bodies]), lib.bodies[:n_bodies], self.spec, self.cfg)
     pad = self.batch_size - len(items)
+    t0 = time.perf_counter()
     signs = np.stack([m.signs(n_bodies) for _, m in items] + [items[0][1].signs(n_bodies)] * pad)
-    seeds = [structure_seed(self.seed, k) for k, _ in items] + [0] * pad
-    key_data = np.stack([np.asarray(jax.random.key_data(jax.random.key(s))) for s in seeds])
-    data = jax.tree.map(lambda x: self.place(np.broadcast_to(np.asarray(x), (self.batch_size,) + x.shape)),
-                        self.data)
-    out = fn(self.place(signs), jax.random.wrap_key_data(self.place(key_data)), data)
+    seeds = np.array([structure_seed(self.seed, k) for k, _ in items] + [0] * pad, np.uint32)
+    keys = jax.random.wrap_key_data(self.place(np.asarray(_key_data(seeds))))
+    if self._placed is None:  # the data, repeated over the batch, placed once
+      self._placed = jax.tree.map(
+          lambda x: self.place(np.ascontiguousarray(np.broadcast_to(np.asarray(x), (self.batch_size,) + x.shape))),
+          self.data)
+    signs = self.place(signs)
+    t1 = time.perf_counter()
+    out = jax.block_until_ready(fn(signs, keys, self._placed))
+    t2 = time.perf_counter()
     out = self.to_host(out)
+    t3 = time.perf_counter()
+    first = fn not in self._called
+    self._called.add(fn)
+    self.timing["first_call_seconds" if first else "fit_seconds"] += t2 - t1
+    self.timing["transfer_seconds"] += (t1 - t0) + (t3 - t2)
+    self.timing["fit_calls"] += 0 if first else 1
     self.num_batches += 1
     for i, (k, _) in enumerate(items):
       self.cache[k] = Record(
@@ -173,6 +253,7 @@ class Evaluator:
           phi=tuple(float(v) for v in out.phi[i]),
           nonfinite_restarts=int(out.nonfinite_restarts[i]),
           restarts=self.cfg.restarts,
+          num_bodies=n_bodies,
       )
       self.hessians[k] = np.asarray(out.neg_hessian[i])
     del model
@@ -189,6 +270,6 @@ class Evaluator:
     self.num_batches = int(state.get("num_batches", 0))
     self.cache = {}
     for k, r in state["cache"].items():
-      extra = [int(v) for v in r[7:9]] if len(r) > 8 else [0, self.cfg.restarts]  # older checkpoints: unknown
+      extra = [int(v) for v in r[7:10]] if len(r) > 8 else [0, self.cfg.restarts]  # older checkpoints: unknown
       self.cache[k] = Record(float(r[0]), float(r[1]), float(r[2]), int(r[3]), bool(r[4]), float(r[5]),
                              tuple(float(v) for v in r[6]), *extra)

@@ -48,33 +48,34 @@ class GrammarProposal:
     self.library = library
     self.max_terms = max_terms
     self.move_probs = tuple(float(p) for p in move_probs)
-    self._cache: dict[tuple, tuple[list[Structure], np.ndarray]] = {}
+    self._cache: dict[tuple, tuple[list[Structure], np.ndarray, np.ndarray, dict]] = {}
 
-  def distribution(self, m: Structure) -> tuple[list[Structure], np.ndarray]:
-    """All structures reachable in one edit and their probabilities ``q(.|m)``."""
+  def _entry(self, m: Structure):
+    """``(structures, probabilities, their cumulative sums, {structure: log q})`` of ``m``, computed once."""
     cache_key = (m, len(self.library))
     if cache_key not in self._cache:
       probs = collections.OrderedDict()
       for m2, p in self._moves(m):
         probs[m2] = probs.get(m2, 0.0) + p
       out = list(probs)
-      self._cache[cache_key] = (out, np.array([probs[s] for s in out], np.float64))
+      p = np.array([probs[s] for s in out], np.float64)
+      self._cache[cache_key] = (out, p, np.cumsum(p), {s: math.log(v) for s, v in probs.items()})
     return self._cache[cache_key]
 
+  def distribution(self, m: Structure) -> tuple[list[Structure], np.ndarray]:
+    """All structures reachable in one edit and their probabilities ``q(.|m)``."""
+    return self._entry(m)[:2]
+
   def log_prob(self, to: Structure, frm: Structure) -> float:
-    """``log q(to | frm)`` (``-inf`` if unreachable)."""
-    out, probs = self.distribution(frm)
-    for s, p in zip(out, probs):
-      if s == to:
-        return math.log(p)
-    return -math.inf
+    """``log q(to | frm)`` (``-inf`` if unreachable): a dictionary lookup once ``frm``'s edits are known."""
+    return self._entry(frm)[3].get(to, -math.inf)
 
   def sample(self, m: Structure, u: float) -> Structure:
     """The edit of ``m`` selected by a uniform ``u`` in [0, 1)."""
-    out, probs = self.distribution(m)
+    out, probs, cdf, _ = self._entry(m)
     if not out:
       return m
-    i = int(np.searchsorted(np.cumsum(probs), u * probs.sum(), side="right"))
+    i = int(np.searchsorted(cdf, u * probs.sum(), side="right"))
     return out[min(i, len(out) - 1)]
 
   def _moves(self, m: Structure):

@@ -149,6 +149,24 @@ class Layout:
       self.init_index = np.zeros((0,), np.int32)
     self.dim = offset
 
+  def embed_index(self, smaller: "Layout") -> np.ndarray:
+    """``[smaller.dim]`` int: where each coordinate of ``smaller`` lives in this layout.
+
+    ``smaller`` is the layout of the same problem over the first
+    ``smaller.num_bodies`` bodies of this layout's library (a library only
+    grows by appending), so a fit made before the library grew keeps its
+    meaning: its slot, noise and initial-state coordinates move to theirs here.
+    """
+    if smaller.num_bodies > self.num_bodies or self.body_params[:smaller.num_bodies] != smaller.body_params:
+      raise ValueError(f"a layout of {smaller.num_bodies} bodies {smaller.body_params} is not a prefix of this "
+                       f"one's {self.body_params}")
+    out = np.zeros((smaller.dim,), np.int32)
+    for k, idx in enumerate(smaller.slot_index):
+      out[idx.reshape(-1)] = self.slot_index[k].reshape(-1)
+    out[smaller.noise_index] = self.noise_index
+    out[smaller.init_index] = self.init_index
+    return out
+
   def active_mask(self, signs: jax.Array) -> jax.Array:
     """``[D]`` float mask of the parameters that a structure uses."""
     mask = jnp.ones((self.dim,), signs.dtype)

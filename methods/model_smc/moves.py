@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Optional
+from typing import Callable, Generator, Optional
 
 import jax
 import numpy as np
@@ -29,6 +29,29 @@ from methods.model_smc.grammar import GrammarProposal
 def host_rng(key: jax.Array) -> np.random.Generator:
   """A NumPy generator seeded from a JAX key (deterministic)."""
   return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+
+
+@functools.partial(jax.jit, static_argnames=("n",))
+def _uniforms(key: jax.Array, n: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """One sweep's uniforms in one call: ``(u [n], v [n], u_mix [n])`` for the proposals, acceptances, mixture.
+
+  Three split keys: ``fold_in(key, 1)`` would equal ``split(key)[1]``, i.e. reuse the acceptance uniforms.
+  """
+  k_prop, k_acc, k_mix = jax.random.split(key, 3)
+  return jax.random.uniform(k_prop, (n,)), jax.random.uniform(k_acc, (n,)), jax.random.uniform(k_mix, (n,))
+
+
+def log_accept_many(beta: float, lz_new, lz_old, lp_new, lp_old, lq_rev, lq_fwd) -> np.ndarray:
+  """:func:`log_accept` of ``[n]`` arrays at once (float64; the same cases for ``-inf`` evidences)."""
+  lz_new, lz_old = np.asarray(lz_new, np.float64), np.asarray(lz_old, np.float64)
+  with np.errstate(invalid="ignore"):
+    like = np.where(beta == 0.0, 0.0, beta * (lz_new - lz_old))
+    rest = (np.asarray(lp_new) - np.asarray(lp_old)) + (np.asarray(lq_rev) - np.asarray(lq_fwd))
+    out = like + rest
+  if beta != 0.0:
+    out = np.where(lz_old == -np.inf, np.inf, out)
+    out = np.where(lz_new == -np.inf, -np.inf, out)
+  return out
 
 
 def log_accept(beta, lz_new, lz_old, lp_new, lp_old, lq_rev, lq_fwd) -> float:
@@ -87,11 +110,35 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
     the acceptance probability of each proposal that changes the structure
     (0 for the others) and the proposals.
   """
+  return drive(mh_sweep_gen(key, particles, log_z, beta, evaluator, grammar, prior=prior, elites=elites, eps=eps,
+                            delta=delta, elite_probs=elite_probs), evaluator)
+
+
+def drive(gen: Generator, evaluator: Evaluator):
+  """Runs a sampler generator to its return value, answering each list of structures it yields with ``log Z``."""
+  try:
+    request = next(gen)
+    while True:
+      request = gen.send(evaluator.evaluate(request))
+  except StopIteration as stop:
+    return stop.value
+
+
+def mh_sweep_gen(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator, grammar: GrammarProposal, *,
+                 prior: st.PriorConfig, elites: tuple[st.Structure, ...] = (), eps: float = 0.0,
+                 delta: float = 0.0, elite_probs: Optional[np.ndarray] = None) -> Generator:
+  """:func:`mh_sweep` as a generator: yields the proposals, receives their ``[N]`` ``log Z``.
+
+  The structures' evidences are the only thing a sweep waits for, so a
+  driver can answer the requests of several independent runs with one
+  batched fit (:func:`methods.model_smc.pooled.run_pooled`); ``evaluator``
+  supplies the library and the keys only. The sweep's uniforms are one
+  jitted call; the acceptance of the ``N`` moves is one vectorised step.
+  """
   n = len(particles)
-  # Three split keys: fold_in(key, 1) would equal split(key)[1], i.e. reuse the acceptance uniforms.
-  k_prop, k_acc, k_mix = jax.random.split(key, 3)
-  u = np.asarray(jax.random.uniform(k_prop, (n,)), np.float64)
-  log_v = np.log(np.asarray(jax.random.uniform(k_acc, (n,)), np.float64))
+  u, v, u_mix = (np.asarray(x, np.float64) for x in _uniforms(key, n))
+  with np.errstate(divide="ignore"):
+    log_v = np.log(v)
   eps = eps if elites else 0.0
   delta = delta if elites else 0.0
   if elites:
@@ -104,8 +151,7 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
   else:
     set_probs, cdf = {}, np.zeros(0)
   if eps > 0 or delta > 0:
-    u_mix = np.asarray(jax.random.uniform(k_mix, (n,)), np.float64)
-    rng = host_rng(k_mix)
+    rng = host_rng(jax.random.split(key, 3)[2])
     k_all, n_states = len(evaluator.library), len(evaluator.library.states)
     proposed = []
     for m, ui, um in zip(particles, u, u_mix):
@@ -117,18 +163,18 @@ def mh_sweep(key: jax.Array, particles, log_z, beta: float, evaluator: Evaluator
         proposed.append(grammar.sample(m, ui))
   else:
     proposed = [grammar.sample(m, ui) for m, ui in zip(particles, u)]
-  lz_prop = evaluator.evaluate(proposed)
+  lz_prop = np.asarray((yield proposed), np.float64)
   log_prior = log_prior_fn(evaluator, prior)
-  out_p, out_z, accepted = list(particles), np.array(log_z, np.float64), np.zeros(n, bool)
-  prob = np.zeros(n)
-  for i, (m, m2) in enumerate(zip(particles, proposed)):
-    if m2 == m:
-      continue
+  moved = np.array([m2 != m for m, m2 in zip(particles, proposed)])
+  terms = np.zeros((4, n))  # log p(m'), log p(m), log q(m | m'), log q(m' | m) of the moves
+  for i in np.flatnonzero(moved):
+    m, m2 = particles[i], proposed[i]
     lp_new, lp_old = log_prior(m2), log_prior(m)
-    log_a = log_accept(beta, lz_prop[i], log_z[i], lp_new, lp_old,
-                       log_q(grammar, m, m2, set_probs, eps, delta, lp_old),
-                       log_q(grammar, m2, m, set_probs, eps, delta, lp_new))
-    prob[i] = math.exp(min(log_a, 0.0))
-    if log_v[i] < log_a:
-      out_p[i], out_z[i], accepted[i] = m2, lz_prop[i], True
-  return tuple(out_p), out_z, accepted, prob, tuple(proposed)
+    terms[:, i] = (lp_new, lp_old, log_q(grammar, m, m2, set_probs, eps, delta, lp_old),
+                   log_q(grammar, m2, m, set_probs, eps, delta, lp_new))
+  log_z = np.asarray(log_z, np.float64)
+  log_a = np.where(moved, log_accept_many(beta, lz_prop, log_z, *terms), -np.inf)
+  prob = np.exp(np.minimum(log_a, 0.0))
+  accepted = moved & (log_v < log_a)
+  out_p = tuple(m2 if a else m for m, m2, a in zip(particles, proposed, accepted))
+  return out_p, np.where(accepted, lz_prop, log_z), accepted, prob, tuple(proposed)

@@ -229,7 +229,8 @@ class HillClimb(NamedTuple):
 
 
 def hill_climb(key: jax.Array, evaluator: Evaluator, propose: Proposer, *, budget: int,
-               start: st.Structure, chunk: int = 1) -> HillClimb:
+               start: st.Structure, chunk: int = 1,
+               callback: Optional[Callable[[int, int, float], None]] = None) -> HillClimb:
   """Greedy ``N = 1`` search with ``budget`` proposals (the first draw is ``start``).
 
   Args:
@@ -241,15 +242,19 @@ def hill_climb(key: jax.Array, evaluator: Evaluator, propose: Proposer, *, budge
     chunk: proposals drawn and fitted together (speculatively) from the
       current structure; the result does not depend on it. Use 1 for
       proposers with a cost per call (LLMs).
+    callback: called after each chunk with ``(proposals used, budget, best log Z)`` (progress).
   """
   u = np.asarray(jax.random.uniform(key, (max(budget, 1),)), np.float64)
   current, score = start, float(evaluator.evaluate([start])[0])
   trace, rejections = [(1, score)], collections.Counter()
   used, accepted = 1, 0
+  described = None  # the current structure's description for an LLM, made once per structure
   while used < budget:
     batch = []  # (index, structure or the kind of its failure)
+    if described is None or described[0] is not current:
+      described = (current, llm_lib.describe(current, evaluator.library, score))
     for j in range(used, min(used + chunk, budget)):
-      context = {"current": llm_lib.describe(current, evaluator.library, score), "ancestors": []}
+      context = {"current": described[1], "ancestors": []}
       try:
         batch.append((j, propose(current, float(u[j]), context)))
       except (ProposalRejected, llm_lib.LLMError) as e:
@@ -271,4 +276,6 @@ def hill_climb(key: jax.Array, evaluator: Evaluator, propose: Proposer, *, budge
         accepted += 1
         trace.append((used, score))
         break
+    if callback is not None:
+      callback(used, budget, score)
   return HillClimb(current, score, used, accepted, tuple(trace), dict(rejections))

@@ -60,12 +60,18 @@ Independent runs (``num_runs``, each with its own key, particles and elite
 set) are pooled with equal weight per run (:func:`methods.model_smc.pooled.run_pooled`,
 :func:`methods.model_smc.pooled.pooled_mass`); their spread is the multi-run check of mixing.
 
-The structures are discrete Python objects, so this loop runs on the host;
-each sweep's new structures are fitted together by one jitted, vmapped call
-(:class:`methods.model_smc.evaluator.Evaluator`), and the weight algebra is
-the ``jnp`` code of :mod:`methods.common.smc_math`. At ``beta = 1`` the
-weighted particles estimate ``pi(m)`` and ``exp(log_normalizer)`` estimates
-``sum_m p(m) Z(m)``.
+This module holds the tempering (:func:`init`, :func:`step`); the final
+phase is :mod:`methods.model_smc.final` and a whole run, or several in
+lockstep, :mod:`methods.model_smc.pooled`.
+
+The structures are discrete Python objects, so this loop runs on the host.
+Each step has a generator form (``*_gen``) that yields the structures whose
+``log Z`` it needs: a driver answers them with one call to the evaluator
+(:class:`methods.model_smc.evaluator.Evaluator`: cached structures are a
+dictionary lookup, new ones are fitted together by one jitted, vmapped call),
+for one run or for all runs at once. The weight algebra is the ``jnp`` code
+of :mod:`methods.common.smc_math`. At ``beta = 1`` the weighted particles
+estimate ``pi(m)`` and ``exp(log_normalizer)`` estimates ``sum_m p(m) Z(m)``.
 """
 
 from __future__ import annotations
@@ -73,7 +79,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import math
 from typing import Callable, NamedTuple, Optional
 
 import jax
@@ -82,12 +87,12 @@ import numpy as np
 
 from methods.common import hparams
 from methods.common import smc_math
+from methods.model_smc import moves
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
-from methods.model_smc import moves
 from methods.model_smc.grammar import GrammarProposal
 from methods.model_smc.moves import host_rng  # noqa: F401  (re-exported)
-from methods.model_smc.moves import mh_sweep
+from methods.model_smc.moves import mh_sweep  # noqa: F401  (re-exported)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,10 +226,11 @@ _systematic = jax.jit(smc_math.systematic_resample, static_argnames=("num_sample
 
 
 def _by_key(pairs, key_fn: Callable) -> dict:
-  """``{canonical key: summed mass}`` of ``(structure, mass)`` pairs, largest first."""
+  """``{canonical key: summed mass}`` of ``(structure, mass)`` pairs with positive mass, largest first."""
   mass = collections.defaultdict(float)
   for m, v in pairs:
-    mass[key_fn(m)] += float(v)
+    if v > 0:  # a rejected proposal's zero share carries no mass
+      mass[key_fn(m)] += float(v)
   return dict(sorted(mass.items(), key=lambda kv: -kv[1]))
 
 
@@ -248,13 +254,26 @@ def run_mass(state: SMCState, key_fn: Callable) -> dict:
   return _by_key(((m, v / total) for m, v in kept), key_fn)
 
 
+class Step(NamedTuple):
+  """What a sampler generator yields after each step (a list of structures it yields is a request for their
+  ``log Z``; see :func:`methods.model_smc.moves.drive`)."""
+
+  state: SMCState
+  info: StepInfo
+
+
 def init(key: jax.Array, evaluator: Evaluator, *, prior: st.PriorConfig, tempering: TemperingConfig) -> SMCState:
   """``N`` exact prior draws, their evidences and equal weights at ``beta = 0``."""
+  return moves.drive(init_gen(key, evaluator, prior=prior, tempering=tempering), evaluator)
+
+
+def init_gen(key: jax.Array, evaluator: Evaluator, *, prior: st.PriorConfig, tempering: TemperingConfig):
+  """:func:`init` as a generator (yields the draws, receives their ``log Z``)."""
   rng = host_rng(key)
   n_bodies, n_states = len(evaluator.library), len(evaluator.library.states)
   n = tempering.num_particles
   particles = tuple(prior.sample(rng, n_bodies, n_states) for _ in range(n))
-  log_z = evaluator.evaluate(particles)
+  log_z = np.asarray((yield list(particles)), np.float64)
   return SMCState(particles=particles, log_weights=np.zeros(n), log_evidence=log_z, beta=0.0, log_normalizer=0.0,
                   iteration=0, proposals=n)
 
@@ -267,6 +286,14 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
   The candidate jumps' mixture also proposes fresh prior draws with the
   final phase's ``prior_prob``.
   """
+  return moves.drive(step_gen(state, key, evaluator, grammar, candidates, prior=prior, tempering=tempering,
+                              final=final), evaluator)
+
+
+def step_gen(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal,
+             candidates: tuple[st.Structure, ...] = (), *, prior: st.PriorConfig, tempering: TemperingConfig,
+             final: FinalConfig):
+  """:func:`step` as a generator (yields each sweep's proposals, receives their ``log Z``)."""
   n = tempering.num_particles
   k_res, k_mh = jax.random.split(key)
   lw = jnp.asarray(state.log_weights, jnp.float32)
@@ -288,9 +315,9 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
   accepted = 0
   for j in range(tempering.mcmc_steps):
     jumps = candidates if tempering.candidate_prob > 0 else ()
-    particles, log_z, acc, _, _ = mh_sweep(jax.random.fold_in(k_mh, j), particles, log_z, new_beta, evaluator,
-                                           grammar, prior=prior, elites=jumps, eps=tempering.candidate_prob,
-                                           delta=final.prior_prob)
+    particles, log_z, acc, _, _ = yield from moves.mh_sweep_gen(
+        jax.random.fold_in(k_mh, j), particles, log_z, new_beta, evaluator, grammar, prior=prior, elites=jumps,
+        eps=tempering.candidate_prob, delta=final.prior_prob)
     accepted += int(acc.sum())
   proposals = state.proposals + n * tempering.mcmc_steps
   new = state._replace(particles=particles, log_weights=log_w, log_evidence=log_z, beta=new_beta,
@@ -310,137 +337,3 @@ def step(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: Grammar
   return new, info
 
 
-def local_search(state: SMCState, evaluator: Evaluator, grammar: GrammarProposal,
-                 candidates: tuple[st.Structure, ...] = (), *, prior: st.PriorConfig,
-                 final: FinalConfig) -> tuple[SMCState, StepInfo]:
-  """Steepest ascent from the best particles; fixes the elite set ``E``.
-
-  From each of the ``final.local_search`` best distinct particles (by
-  ``log p(m) + log Z(m)``), every single-edit neighbour is fitted and the
-  search moves to the best one while it improves, for at most
-  ``final.local_search_steps`` steps. ``E`` is the ``final.num_elites`` best
-  structures among the particles and every searched neighbour (this run's
-  own, so independent runs stay independent). The gradient-matching
-  ``candidates`` (fixed by the data) join the particles as starts and
-  elites. Particles and weights are unchanged.
-  """
-  log_prior = moves.log_prior_fn(evaluator, prior)
-  seen = {}  # key -> (structure, log p + log Z)
-  pool = tuple(state.particles) + tuple(candidates)
-  pool_z = np.concatenate([state.log_evidence, evaluator.evaluate(candidates) if candidates else []])
-  for m, lz in zip(pool, pool_z):
-    if math.isfinite(lz):
-      seen.setdefault(evaluator.key(m), (m, log_prior(m) + float(lz)))
-  starts = sorted(seen.values(), key=lambda v: -v[1])[:final.local_search]
-  proposals = 0
-  for m, score in starts:
-    for _ in range(final.local_search_steps):
-      nbrs = grammar.distribution(m)[0]
-      if not nbrs:
-        break
-      proposals += len(nbrs)
-      joint = [log_prior(m2) + z for m2, z in zip(nbrs, evaluator.evaluate(nbrs))]
-      for m2, j in zip(nbrs, joint):
-        if math.isfinite(j):
-          seen.setdefault(evaluator.key(m2), (m2, j))
-      best = int(np.argmax(joint))
-      if not joint[best] > score:
-        break
-      m, score = nbrs[best], joint[best]
-  elites = tuple(m for m, _ in sorted(seen.values(), key=lambda v: -v[1])[:final.num_elites])
-  new = state._replace(elites=elites, proposals=state.proposals + proposals)
-  return new, _final_info(new, evaluator, "search", acceptance=0.0)
-
-
-def _final_info(state: SMCState, evaluator: Evaluator, phase: str, acceptance: float) -> StepInfo:
-  return StepInfo(
-      iteration=state.iteration, beta=state.beta, ess=float(smc_math.ess(jnp.asarray(state.log_weights,
-                                                                                     jnp.float32))),
-      resampled=False, acceptance=acceptance, unique=len({evaluator.key(m) for m in state.particles}),
-      log_normalizer=state.log_normalizer, proposals=state.proposals, fits=evaluator.num_fits,
-      mass=posterior_mass(state.particles, state.log_weights, evaluator.key), phase=phase, moves=state.moves)
-
-
-def final_sweep(state: SMCState, key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, *,
-                prior: st.PriorConfig, final: FinalConfig) -> tuple[SMCState, StepInfo]:
-  """One rejuvenation sweep at ``beta = 1`` with the elite mixture proposal."""
-  elites = state.elites or ()
-  probs = None
-  if elites and final.elite_weights == "posterior":
-    log_prior = moves.log_prior_fn(evaluator, prior)
-    joint = np.array([log_prior(m) for m in elites]) + np.asarray(evaluator.evaluate(elites), np.float64)
-    joint = np.where(np.isfinite(joint), joint, -np.inf)
-    probs = np.exp(joint - joint.max()) if np.isfinite(joint.max()) else None
-  particles, log_z, acc, prob, proposed = mh_sweep(key, state.particles, state.log_evidence, 1.0, evaluator,
-                                                   grammar, prior=prior, elites=elites, eps=final.elite_prob,
-                                                   delta=final.prior_prob, elite_probs=probs)
-  n = len(particles)
-  w = np.asarray(smc_math.normalize(jnp.asarray(state.log_weights, jnp.float32)), np.float64)
-  sweep_mass = collections.defaultdict(float)
-  for m, m2, wi, a in zip(state.particles, proposed, w, prob):
-    sweep_mass[m] += wi * (1.0 - a)
-    sweep_mass[m2] += wi * a
-  new = state._replace(particles=particles, log_evidence=log_z, sweeps=state.sweeps + 1,
-                       moves=state.moves + float(prob.sum()) / n, proposals=state.proposals + n,
-                       final_mass=state.final_mass + (tuple(sweep_mass.items()),))
-  return new, _final_info(new, evaluator, "final", acceptance=float(acc.mean()))
-
-
-def finished(state: SMCState, final: FinalConfig) -> bool:
-  """``beta = 1``, the local search done and the final sweeps' target (or cap) reached."""
-  return (state.beta >= 1.0 and state.elites is not None
-          and (state.moves >= final.moves or state.sweeps >= final.max_sweeps))
-
-
-_FINAL_STREAM = 2**31 - 1  # fold_in data of the final sweeps' keys (tempering steps use 1, 2, ...)
-
-
-def run(key: jax.Array, evaluator: Evaluator, grammar: GrammarProposal, *, prior: st.PriorConfig,
-        tempering: TemperingConfig, final: FinalConfig, state: Optional[SMCState] = None,
-        candidates: tuple[st.Structure, ...] = (),
-        callback: Optional[Callable[[SMCState, StepInfo], None]] = None) -> SMCState:
-  """Runs (or resumes) tempered SMC until ``beta = 1``, then the local search and final sweeps.
-
-  Args:
-    key: base key; initial draws use ``fold_in(key, 0)``, step ``t`` uses
-      ``fold_in(key, t)``, final sweep ``s`` ``fold_in(fold_in(key, 2^31 - 1), s)``,
-      so a resumed run repeats an uninterrupted one.
-    evaluator: evidence of structures.
-    grammar: the exact-density proposal.
-    prior: the structure prior.
-    tempering: the tempering's settings (``num_runs`` is :func:`methods.model_smc.pooled.run_pooled`'s).
-    final: the final phase's settings.
-    state: a state to resume from (default: a fresh :func:`init`).
-    candidates: the gradient-matching candidates
-      (:func:`methods.model_smc.gradient_matching.candidates`, fixed by
-      the data; ``tempering.candidates`` of them).
-    callback: called after every step with the new state and its info.
-
-  Raises:
-    ValueError: ``tempering`` and ``final`` leave no room for grammar moves (:func:`jump_problems`).
-    RuntimeError: ``beta`` did not reach 1 within ``max_iterations``.
-  """
-  problems = jump_problems(tempering, final)
-  if problems:
-    raise ValueError("; ".join(f"{name}: {msg}" for name, msg in problems))
-  if state is None:
-    state = init(jax.random.fold_in(key, 0), evaluator, prior=prior, tempering=tempering)
-  while state.beta < 1.0:
-    if state.iteration >= tempering.max_iterations:
-      raise RuntimeError(f"beta reached only {state.beta:.4g} after {tempering.max_iterations} tempering "
-                         "steps; raise tempering.max_iterations or lower tempering.target_ess")
-    state, info = step(state, jax.random.fold_in(key, state.iteration + 1), evaluator, grammar, candidates,
-                       prior=prior, tempering=tempering, final=final)
-    if callback is not None:
-      callback(state, info)
-  if state.elites is None:
-    state, info = local_search(state, evaluator, grammar, candidates, prior=prior, final=final)
-    if callback is not None:
-      callback(state, info)
-  final_key = jax.random.fold_in(key, _FINAL_STREAM)
-  while not finished(state, final):
-    state, info = final_sweep(state, jax.random.fold_in(final_key, state.sweeps), evaluator, grammar, prior=prior,
-                              final=final)
-    if callback is not None:
-      callback(state, info)
-  return state

@@ -22,6 +22,7 @@ new bodies are appended to the library.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Iterable, Mapping, Optional, Sequence
@@ -333,6 +334,7 @@ class PriorConfig(hparams.Hyperparameters):
     return sample_prior(rng, num_bodies, num_states, p_include=self.p_include, max_terms=self.max_terms)
 
 
+@functools.lru_cache(maxsize=256)
 def log_prior_normalizer(num_bodies: int, num_states: int, p_include: float, max_terms: int) -> float:
   """``log P(every equation has <= max_terms terms)`` under the untruncated prior."""
   per_eq = sum(math.comb(num_bodies, n) * p_include**n * (1 - p_include) ** (num_bodies - n)

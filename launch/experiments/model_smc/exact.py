@@ -18,7 +18,9 @@ from absl import logging
 import jax
 import numpy as np
 
+from launch.experiments.model_smc import figures
 from launch.experiments.model_smc import report
+from methods.model_smc import pooled
 from methods.model_smc import smc
 from methods.model_smc import structure as st
 
@@ -45,8 +47,8 @@ def run_exact(config, ctx, task, evaluator, grammar, *, prior: st.PriorConfig, t
   log_norms = np.asarray(arrays["log_norm"], np.float64)
   iterations = list(meta["iterations"]) if meta else []
   for r in range(step, repeats):
-    state = smc.run(jax.random.fold_in(jax.random.key(config.seed), r), evaluator, grammar, prior=prior,
-                    tempering=tempering, final=final)
+    state = pooled.run(jax.random.fold_in(jax.random.key(config.seed), r), evaluator, grammar, prior=prior,
+                       tempering=tempering, final=final)
     for k, v in smc.run_mass(state, evaluator.key).items():
       freqs[r, index[k]] = v
     log_norms[r] = state.log_normalizer
@@ -79,5 +81,7 @@ def run_exact(config, ctx, task, evaluator, grammar, *, prior: st.PriorConfig, t
       },
       "fit_health": evaluator.fit_health(keys),
   }
-  report.make_figures(results, ctx.writer, None, None, "", ())
+  failed = figures.make_figures(results, ctx.writer, None, None, "", ())
+  if failed:
+    results["figure_errors"] = failed
   return results

@@ -22,8 +22,10 @@ import numpy as np
 
 from datasets import timeseries
 from launch import mesh as mesh_lib
+from launch import metrics
 from launch.configs import model_smc as smc_config
 from launch.experiments.model_smc import exact as exact_lib
+from launch.experiments.model_smc import profile as profile_lib
 from launch.experiments.model_smc import report
 from launch.experiments.model_smc import sampler
 from launch.experiments.model_smc import scoring
@@ -137,34 +139,81 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
 
   alg = sampler.algorithm(config, task, evaluator, grammar)
   step, arrays, meta = ctx.restore_or(alg.template())
+  profile = profile_lib.Profile(evaluator)
   if meta:
     for k in meta["library"]:
       library.add(ex.parse(k, states=library.states))
     evaluator.load_state_dict(meta["evaluator"])
+    profile.restore(meta.get("profile"))
     logging.info("resuming model_smc from step %d (stage %s)", step, meta["stage"])
   done = bool(meta) and meta["stage"] == "done"
   if done:
     sampled = sampler.Sampled.decode(meta["sampled"], library)
   else:
-    sampled = sampler.run_sampler(config, ctx, alg, evaluator, meta, arrays)
+    sampled = sampler.run_sampler(config, ctx, alg, evaluator, meta, arrays, profile)
 
   hill = None
   if "hill_climb" in config.baselines:
     if done and meta.get("hill") is not None:
       hill = dict(meta["hill"], structure=codec.decode_structure(meta["hill"]["structure"], library))
     else:
-      hill = scoring.hill_climb(config, task, evaluator, grammar, sampled.proposals)
+      with profile.phase("hill climbing"):
+        hill = scoring.hill_climb(config, task, evaluator, grammar, sampled.proposals)
   if not done and config.algorithm == "tempered":  # after the baselines: their structures are in the visited set
-    sampled = sampled._replace(visited=sampler.visited_summary(evaluator, prior),
-                               mixing=sampler.mixing_check(evaluator, prior, sampled, hill))
+    with profile.phase("averaging"):
+      sampled = sampled._replace(visited=sampler.visited_summary(evaluator, prior),
+                                 mixing=sampler.mixing_check(evaluator, prior, sampled, hill))
   if not done:
-    done_meta = {
-        "stage": "done", "library": list(library.keys), "evaluator": evaluator.state_dict(),
-        "sampled": sampled.encode(library),
-        "hill": None if hill is None else {**hill, "structure": codec.encode_structure(hill["structure"], library)},
-    }
-    ctx.save(len(sampled.diagnostics) + 1, alg.template(), done_meta, force=True)
-  return scoring.finish(config, ctx, task, evaluator, sampled, hill)
+    with profile.phase("checkpoint (final)"):
+      done_meta = {
+          "stage": "done", "library": list(library.keys), "evaluator": evaluator.state_dict(),
+          "sampled": sampled.encode(library), "profile": profile.as_dict(),
+          "hill": None if hill is None else {**hill, "structure": codec.encode_structure(hill["structure"], library)},
+      }
+      ctx.save(len(sampled.diagnostics) + 1, alg.template(), done_meta, force=True)
+  return _score(config, ctx, task, evaluator, sampled, hill, profile)
+
+
+SAMPLER_RESULTS = "sampler_results.json"
+
+
+class ScoringError(RuntimeError):
+  """Scoring failed after the sampler finished; its results are on disk (the message names the file)."""
+
+
+def _score(config, ctx: Context, task, evaluator, sampled, hill, profile: profile_lib.Profile) -> dict:
+  """Writes the sampler's own results, then scores every method; a failure names what is kept on disk.
+
+  ``sampler_results.json`` (the structures found, their masses, the mixing
+  check, hill climbing's structure, the truth's rank) needs no fit beyond
+  the sampler's; the sampler's final checkpoint is saved before it, so a
+  rerun in the same workdir goes straight to scoring.
+  """
+  path = ctx.writer.path(SAMPLER_RESULTS)
+  if ctx.writer.primary:
+    metrics.write_json_atomic(path, {**scoring.sampler_summary(config, task, evaluator, sampled, hill),
+                                     "profile": profile.as_dict()})
+  logging.info("[model_smc %s] the sampler's results are in %s; scoring", config.task, path)
+  try:
+    results = scoring.finish(config, ctx, task, evaluator, sampled, hill, profile)
+    results["profile"] = profile.as_dict()
+    _log_profile(config.task, results["profile"])
+    return results
+  except Exception as e:  # pylint: disable=broad-except  (re-raised with what survives named)
+    kept = (f"and its final checkpoint in {ctx.workdir} (rerunning there retries the scoring only)"
+            if ctx.checkpointer is not None else "(checkpointing is off: a rerun samples again)")
+    raise ScoringError(f"scoring failed after the sampler finished ({type(e).__name__}: {e}); the sampler's "
+                       f"results are in {path} {kept}") from e
+
+
+def _log_profile(task: str, table: dict) -> None:
+  """One log line per phase: seconds, fits, compiles (``results.json`` keeps the table as ``profile``)."""
+  for name, row in table.items():
+    logging.info("[model_smc %s] profile %-20s %8.1f s: fits %.1f s (%d calls), first fit calls %.1f s, "
+                 "transfers %.1f s, checkpoints %.1f s, other %.1f s; %d compiles (%.1f s)", task, name,
+                 row["seconds"], row["fit_seconds"], row["fit_calls"], row["first_call_seconds"],
+                 row["transfer_seconds"], row["checkpoint_seconds"], row.get("other_seconds", 0.0),
+                 row["compiles"], row["compile_seconds"])
 
 
 EXPERIMENT = Experiment(

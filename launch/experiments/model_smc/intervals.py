@@ -132,7 +132,7 @@ class ParameterIntervals:
 
   def _laplace(self, m: st.Structure) -> tuple[dict, dict]:
     rec = self.evaluator.record(m)
-    phi = np.asarray(rec.phi, np.float64)
+    phi = self.evaluator.phi(m)
     sd, reason = posterior_sd(np.asarray(self.evaluator.neg_hessian(m), np.float64))
     if not np.isfinite(rec.log_evidence):
       sd, reason = None, f"failed fit ({rec.status})"
@@ -150,7 +150,7 @@ class ParameterIntervals:
   def _mala(self, m: st.Structure, key_text: str) -> tuple[dict, dict]:
     ev = self.evaluator
     rec = ev.record(m)
-    phi = np.asarray(rec.phi, np.float64)
+    phi = ev.phi(m)
     h = np.asarray(ev.neg_hessian(m), np.float64)
     reason, iv, diag = "", None, {"method": "mala"}
     if not np.isfinite(rec.log_evidence):

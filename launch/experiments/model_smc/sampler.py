@@ -23,6 +23,7 @@ import numpy as np
 
 from launch import llm_client
 from launch.configs import model_smc as smc_config
+from launch.experiments.model_smc import profile as profile_lib
 from launch.runtime import Context
 from methods.model_smc import codec
 from methods.model_smc import gradient_matching as gm_lib
@@ -77,8 +78,15 @@ class Sampled(NamedTuple):
   runs: tuple = ()  # per independent run (tempered sampler): mass, counters, normaliser
   mixing: Optional[dict] = None  # particle mass against the visited-set posterior (mixing_check)
 
-  def by_key(self, library: st.Library) -> dict:
-    return {st.key(m, library): m for m in self.particles}
+  def structure(self, key: str, library: st.Library) -> st.Structure:
+    """The structure of a key of ``mass``.
+
+    Mass is carried by the final particles and, through the final sweeps'
+    Rao-Blackwellised average, by structures that were only proposed (or
+    were particles earlier); every one of them is rebuilt from its canonical
+    key, so every structure that carries mass can be described and scored.
+    """
+    return st.from_key(key, library)
 
   def encode(self, library: st.Library) -> dict:
     out = self._asdict()
@@ -101,7 +109,10 @@ class _Algorithm(NamedTuple):
   num_particles: int
   template: Callable[[], SamplerArrays]  # the checkpoint's arrays (shapes)
   run: Callable[[Any, Callable], Any]  # (state or None, callback) -> final state
-  fraction: Callable[[Any], float]  # progress in [0, 1]
+  phases: tuple[str, ...]  # the phases each run goes through, in order
+  num_runs: int
+  phase_fraction: Callable[[Any, Any], float]  # (state, info) -> completed fraction of info's phase
+  where: Callable[[Any, Any], str]  # (state, info) -> the position within the phase, for the progress line
   finished: Callable[[Any], bool]
   metrics: Callable[[Any], dict]  # info -> (diagnostics extras, logged scalars, progress fields)
   encode: Callable[[Any], tuple[SamplerArrays, dict]]
@@ -122,16 +133,34 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
                   acceptance=info.acceptance, unique=info.unique, log_normalizer=info.log_normalizer,
                   proposals=info.proposals, fits=info.fits, top_mass=next(iter(info.mass.values())),
                   moves=info.moves)
-    shown = {"run": f"{info.run + 1}/{cfg.num_runs}", "phase": info.phase, "ESS": f"{info.ess:.1f}",
-             "acc": f"{info.acceptance:.2f}", "unique": info.unique}
-    if info.phase != "temper":
-      shown["moves"] = f"{info.moves:.2f}"
+    shown = {"ESS": f"{info.ess:.1f}", "acc": f"{info.acceptance:.2f}", "unique": info.unique}
     return {}, logged, shown
+
+  def phase_fraction(pooled, info):
+    if info.phase == "temper":
+      return info.beta
+    if info.phase == "search":
+      return 1.0
+    run = pooled.runs[info.run]
+    by_moves = run.moves / final.moves if final.moves > 0 else 1.0
+    by_sweeps = run.sweeps / final.max_sweeps if final.max_sweeps > 0 else 1.0
+    return min(1.0, max(by_moves, by_sweeps))
+
+  def where(pooled, info):  # the progress line's position within the phase
+    if info.phase == "temper":
+      return f"step {info.iteration}, beta {info.beta:.4f}"
+    if info.phase == "search":
+      return f"{final.local_search} searches done"
+    run = pooled.runs[info.run]
+    return f"sweep {run.sweeps}/{final.max_sweeps}, moves {run.moves:.2f}/{final.moves:g}"
 
   def encode(pooled):
     arrays = SamplerArrays.make(shape)
     runs = []
-    for r, state in enumerate(pooled.runs):  # run r's arrays are row r
+    for r, state in enumerate(pooled.runs):  # run r's arrays are row r; a run not started yet is null
+      if state is None:
+        runs.append(None)
+        continue
       run_arrays, run_meta = codec.encode_smc(state, lib)
       for name, value in run_arrays.items():
         getattr(arrays, name)[r] = value
@@ -140,20 +169,15 @@ def _tempered(config, evaluator, grammar, key) -> _Algorithm:
 
   def decode(arrays, s):
     return pooled_lib.PooledState(tuple(
-        codec.decode_smc({name: getattr(arrays, name)[r] for name in codec.SMC_ARRAYS}, d, lib)
+        None if d is None else codec.decode_smc({name: getattr(arrays, name)[r] for name in codec.SMC_ARRAYS}, d, lib)
         for r, d in enumerate(s["runs"])))
-
-  def fraction(pooled):
-    if not pooled.runs:
-      return 0.0
-    last = pooled.runs[-1]
-    return (len(pooled.runs) - 1 + (0.9 * last.beta if last.elites is None else 1.0)) / cfg.num_runs
 
   return _Algorithm(
       num_particles=cfg.num_particles, template=lambda: SamplerArrays.make(shape),
       run=lambda state, cb: pooled_lib.run_pooled(key, evaluator, grammar, prior=prior, tempering=cfg, final=final,
                                                   state=state, callback=cb, candidates=candidates),
-      fraction=fraction, finished=lambda pooled: pooled_lib.pooled_finished(pooled, cfg, final),
+      phases=("temper", "search", "final"), num_runs=cfg.num_runs, phase_fraction=phase_fraction, where=where,
+      finished=lambda pooled: pooled_lib.pooled_finished(pooled, cfg, final),
       metrics=metrics, encode=encode, decode=decode)
 
 
@@ -184,7 +208,8 @@ def _evidence_weighted(config, task, evaluator, grammar, key) -> _Algorithm:
 
   return _Algorithm(
       num_particles=rcfg.num_particles, template=lambda: SamplerArrays.make(rcfg.num_particles), run=run,
-      fraction=lambda state: state.iteration / rcfg.iterations,
+      phases=("iterate",), num_runs=1, phase_fraction=lambda state, info: state.iteration / rcfg.iterations,
+      where=lambda state, info: f"iteration {state.iteration}/{rcfg.iterations}",
       finished=lambda state: state.iteration >= rcfg.iterations, metrics=metrics, encode=encode, decode=decode)
 
 
@@ -195,23 +220,31 @@ def algorithm(config, task, evaluator, grammar) -> _Algorithm:
   return _evidence_weighted(config, task, evaluator, grammar, key)
 
 
-def _progress(task: str, t0: float, it: int, fraction: float, shown: dict, fits: int) -> None:
-  elapsed = time.perf_counter() - t0
-  eta = elapsed * (1 - fraction) / fraction if 0 < fraction < 1 else 0.0
-  rate = fits / elapsed if elapsed > 0 else float("nan")
+def _progress(task: str, alg: _Algorithm, state, info, shown: dict, fits: int, rate: float,
+              eta: tuple) -> None:
+  run = getattr(info, "run", 0)
+  phase = getattr(info, "phase", alg.phases[0])
   extra = " ".join(f"{k} {v}" for k, v in shown.items())
-  logging.info("[model_smc %s] iteration %d beta %.4f %s | %d fits (%.1f fits/s) ETA %s", task, it, fraction, extra,
-               fits, rate, f"{eta:.0f}s" if fraction > 0 else "?")
+  logging.info("[model_smc %s] run %d/%d %s: %s | %s | %d fits (%.1f fits/s) | %s", task, run + 1, alg.num_runs,
+               phase, alg.where(state, info), extra, fits, rate, profile_lib.PhaseEta.text(*eta))
 
 
 def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional[dict],
-                arrays: Optional[SamplerArrays]) -> Sampled:
-  """Runs (or resumes, from ``arrays`` and ``meta``) the structure sampler."""
+                arrays: Optional[SamplerArrays], profile: profile_lib.Profile) -> Sampled:
+  """Runs (or resumes, from ``arrays`` and ``meta``) the structure sampler.
+
+  Checkpoints are written at most every ``config.checkpoint_s`` seconds,
+  at the end of every phase and at the end (a killed run repeats at most
+  that much work, and ends with the same result). ``profile`` gets each
+  step's time under its phase.
+  """
   lib = evaluator.library
   diagnostics = list(meta["diagnostics"]) if meta else []
   elapsed0 = float(meta["elapsed"]) if meta else 0.0
   t0 = time.perf_counter()
   state = alg.decode(arrays, meta["sampler"]) if meta else None
+  eta = profile_lib.PhaseEta(alg.num_runs, alg.phases)
+  clock = {"mark": profile.mark(), "saved": None}
 
   def callback(state, info):
     extras, logged, shown = alg.metrics(info)
@@ -223,13 +256,32 @@ def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional
     diagnostics.append(d)
     count = len(diagnostics)  # the checkpoint step: one per callback, across runs and phases
     ctx.writer.log(count, **logged)
-    _progress(config.task, t0, info.iteration, alg.fraction(state), shown, info.fits)
-    state_arrays, sampler_meta = alg.encode(state)
-    meta_out = {"stage": "sampler", "diagnostics": diagnostics, "elapsed": d["elapsed_s"], "library": list(lib.keys),
-                "evaluator": evaluator.state_dict(), "sampler": sampler_meta}
-    ctx.save(count, state_arrays, meta_out, force=alg.finished(state))
+    run, phase = getattr(info, "run", 0), getattr(info, "phase", alg.phases[0])
+    fraction = alg.phase_fraction(state, info)
+    elapsed = time.perf_counter() - t0
+    _progress(config.task, alg, state, info, shown, info.fits, evaluator.num_fits / max(elapsed, 1e-9),
+              eta.update(run, phase, fraction))
+    now = time.perf_counter()
+    due = (clock["saved"] is None or now - clock["saved"] >= config.checkpoint_s or fraction >= 1
+           or alg.finished(state))
+    saved = 0.0
+    if due:
+      state_arrays, sampler_meta = alg.encode(state)
+      meta_out = {"stage": "sampler", "diagnostics": diagnostics, "elapsed": d["elapsed_s"],
+                  "library": list(lib.keys), "evaluator": evaluator.state_dict(), "sampler": sampler_meta,
+                  "profile": profile.as_dict()}
+      ctx.save(count, state_arrays, meta_out, force=alg.finished(state))
+      clock["saved"] = time.perf_counter()
+      saved = clock["saved"] - now
+    clock["mark"] = profile.add(phase, clock["mark"], checkpoint_seconds=saved)
 
   final = alg.run(state, callback)
+  with profile.phase("averaging"):  # each run's Rao-Blackwellised average of its final sweeps, pooled
+    return _sampled(config, evaluator, final, diagnostics, elapsed0 + time.perf_counter() - t0)
+
+
+def _sampled(config, evaluator, final, diagnostics: list, elapsed: float) -> Sampled:
+  """The :class:`Sampled` of a finished sampler state."""
   runs = ()
   if config.algorithm == "tempered":
     mass = pooled_lib.pooled_mass(final.runs, evaluator.key)
@@ -254,7 +306,7 @@ def run_sampler(config, ctx: Context, alg: _Algorithm, evaluator, meta: Optional
                health["failed_all_restarts_nonfinite"])
   return Sampled(particles=particles, mass=mass, iterations=iterations, beta=beta,
                  log_normalizer=log_normalizer, proposals=proposals, diagnostics=diagnostics,
-                 elapsed=elapsed0 + time.perf_counter() - t0, rejections=rejections, fits=evaluator.num_fits,
+                 elapsed=elapsed, rejections=rejections, fits=evaluator.num_fits,
                  fitted=tuple(evaluator.cache), fit_health=health, runs=runs)
 
 

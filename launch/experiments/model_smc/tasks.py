@@ -22,6 +22,7 @@ import numpy as np
 from datasets import population
 from datasets import timeseries
 from envs import ode_systems
+from launch import errors
 from launch.configs import model_smc as smc_config
 from methods.common import hparams
 from methods.model_smc import model as mdl
@@ -126,7 +127,8 @@ def read_csv(config) -> timeseries.CsvData:
   try:
     if not data.path:
       raise timeseries.CsvError("task=csv needs a file (--config.data.path=<file.csv>)")
-    return timeseries.read_csv(data.path, time_column=data.time_column, states=data.states)
+    return timeseries.read_csv(data.path, time_column=data.time_column, states=data.states,
+                               max_grid_points=data.max_grid_points, dtype=np.float32)
   except timeseries.CsvError as e:
     e.key = f"data.{e.key}"
     raise
@@ -212,7 +214,36 @@ def _csv(config) -> Task:
 
 
 def build(config: ml_collections.ConfigDict) -> Task:
-  """The :class:`Task` of ``config.task``."""
+  """The :class:`Task` of ``config.task``, its arrays checked in the precision they are computed in.
+
+  Raises:
+    errors.DataError: an observation or initial state that is not finite
+      after the cast to float32 (a missing observation, NaN in the data, is
+      allowed; an infinity never is; simulated data must be finite), naming
+      the array, row and state.
+  """
+  task = _build(config)
+  check_arrays(task, f"the {config.task!r} task's data" if config.task != "csv" else config.data.path)
+  return task
+
+
+def check_arrays(task: Task, source: str) -> None:
+  """Raises ``errors.DataError`` for a value of ``task.data`` that is not finite (NaN: missing, only in real data)."""
+  y = np.asarray(task.data.y)
+  bad = ~np.isfinite(y) if task.truth is not None else np.isinf(y)
+  if bad.any():
+    r, o = np.argwhere(bad)[0]
+    what = "simulated observation" if task.truth is not None else "observation"
+    raise errors.DataError(f"{source}: {what} data.y[{r}, {o}] (time {task.times[r]:g}, state "
+                           f"{task.observed_names[o]!r}) is {y[r, o]} in {y.dtype}; nothing was fitted")
+  x0 = np.asarray(task.data.x0_ref)
+  if not np.isfinite(x0).all():
+    s = int(np.argmax(~np.isfinite(x0)))
+    raise errors.DataError(f"{source}: the initial state x0_ref[{s}] (state {task.states[s]!r}) is {x0[s]} in "
+                           f"{x0.dtype}; nothing was fitted")
+
+
+def _build(config: ml_collections.ConfigDict) -> Task:
   if config.task == "pelts":
     table = population.load_pelts()
     states = states_of(config)
