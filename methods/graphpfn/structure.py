@@ -71,9 +71,11 @@ def sample_graph(key: jax.Array, params: StructureParams, hp: StructureConfig, *
     key: used for the blocks, node weights, densities, edges, PA and the shuffle.
     params: from :func:`sample_params`.
     hp: the static config (fixes the padded sizes).
-    num_nodes, num_slots: smaller static sizes for a size bucket (see
-      :func:`bucket_of`): at least ``params.n_nodes`` nodes and the SBM edge
-      slots its target needs (default: the config's maxima).
+    num_nodes: a smaller static node count for a size bucket (see
+      :func:`bucket_of`), at least ``params.n_nodes`` (default: the config's
+      maximum).
+    num_slots: the SBM edge slots of that bucket, as many as its target
+      needs (default: the config's maximum).
     variant: :class:`Variant` flags overriding ``hp``'s options (traced
       flags: one compilation for every variant); default ``variant_of(hp)``.
 
