@@ -21,6 +21,8 @@ from typing import Iterable, Mapping
 import numpy as np
 import tensorflow_datasets as tfds
 
+from datasets import preparation
+
 FIELDS = ("senders", "receivers", "x", "y", "train_mask", "task", "num_classes")
 
 
@@ -88,7 +90,7 @@ def builder(data_dir: str) -> GraphpfnPrior:
 def prepare(data_dir: str, manual_dir: str) -> GraphpfnPrior:
   """Builds the array_record files from the staged shards (once)."""
   b = builder(data_dir)
-  b.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+  preparation.prepare(b, manual_dir)
   return b
 
 

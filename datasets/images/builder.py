@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow_datasets as tfds
 
+from datasets import preparation
 from datasets.images.catalog import DATASETS
 SPLIT_SEED = 20260
 TEST_FRACTION = 0.2
@@ -91,7 +92,7 @@ def prepare(name: str, data_dir: str) -> SmallImages:
   """Writes the array_record files of ``name`` into ``data_dir`` (once)."""
   b = builder(name, data_dir)
   if not b.is_prepared():
-    b.download_and_prepare()
+    preparation.prepare(b)
   return b
 
 

@@ -22,6 +22,7 @@ from typing import Mapping
 import numpy as np
 import tensorflow_datasets as tfds
 
+from datasets import preparation
 from datasets.offline_rl import d4rl
 
 # task -> (observation dim, action dim)
@@ -135,7 +136,7 @@ def builder(task: str, kind: str, data_dir: str) -> OfflineRl:
 def prepare(task: str, kind: str, data_dir: str, manual_dir: str) -> OfflineRl:
   """Builds (if not built yet) the array_record files of ``task-kind`` from the staged rows."""
   b = builder(task, kind, data_dir)
-  b.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+  preparation.prepare(b, manual_dir)
   return b
 
 
