@@ -1,16 +1,16 @@
 """The notebooks as a reader finds them: Colab header, stored outputs, and a run in a fresh Colab-like environment.
 
-``make test`` also executes every notebook (nbmake); these tests check what is
-committed: each notebook starts with the "Open in Colab" badge and the setup
+The stored notebooks: each starts with the "Open in Colab" badge and the setup
 cell that ``make notebooks`` writes from ``setup.cfg``, every code cell was
 executed in order, and no stored output holds a traceback or a path of the
-machine that ran it. The slow test builds a new virtual environment with
-nothing but a kernel, runs a notebook's setup cell in "Colab" mode (cloning
-this checkout and installing it with the pinned constraints) and then the
-notebook top to bottom.
+machine that ran it. The slow tests are how ``make test`` executes every
+notebook: a new virtual environment with nothing but a kernel, a clone of this
+working tree, the setup cell in "Colab" mode (installing the clone with the
+pinned constraints), then the notebook top to bottom.
 """
 
 import os
+import shutil
 import subprocess
 import venv
 
@@ -66,15 +66,34 @@ def colab_like(tmp_path_factory, repo_root):
   env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XLA_FLAGS", "VIRTUAL_ENV")}
   env.update({notebooks.FORCE_ENV: "1", notebooks.URL_ENV: repo_root,
               "PATH": f"{root / 'venv' / 'bin'}{os.pathsep}{env['PATH']}"})
-  work = root / "content"  # Colab's working directory; the setup cell clones into it once
+  work = root / "content"  # Colab's working directory
   work.mkdir()
+  _clone_working_tree(repo_root, work / "icml26-jax")
   return python, env, work
+
+
+def _clone_working_tree(repo_root: str, dest) -> None:
+  """The setup cell's ``git clone``, then the working tree's uncommitted files over it.
+
+  The setup cell finds the clone and installs it: what runs is this working tree,
+  as a clean clone of it would hold it (ignored files such as ``.venv`` stay out).
+  """
+  subprocess.run(["git", "clone", "-q", repo_root, str(dest)], check=True, timeout=600)
+  listed = subprocess.run(["git", "-C", repo_root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                          check=True, capture_output=True, text=True).stdout.split("\0")
+  for rel in filter(None, listed):
+    src, out = os.path.join(repo_root, rel), os.path.join(dest, rel)
+    if os.path.isfile(src):
+      os.makedirs(os.path.dirname(out), exist_ok=True)
+      shutil.copy2(src, out)
+    elif os.path.lexists(out):  # deleted in the working tree
+      os.remove(out)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_in_a_fresh_colab_like_environment(name, colab_like):
-  """The setup cell clones this checkout and installs it; then the notebook runs top to bottom."""
+  """The setup cell installs the clone with its pinned constraints; then the notebook runs top to bottom."""
   python, env, work = colab_like
   out = subprocess.run([python, "-c", _RUNNER, os.path.join(notebooks.COLABS, f"{name}.ipynb"), str(work)],
                        env=env, cwd=work, capture_output=True, text=True, timeout=3600)
