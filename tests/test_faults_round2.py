@@ -27,6 +27,7 @@ from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import errors
 from launch import main as launcher
+from launch import registry
 from launch import runner
 from launch import runtime
 from launch.configs import reg as reg_config
@@ -216,6 +217,26 @@ def test_data_changed_after_a_kill_is_refused_and_a_restart_keeps_the_old_run(tm
   _npz(path)  # the old file back: the checkpoints are the new run's now, so this is a change too
   with pytest.raises(ckpt_lib.InputsChangedError):
     runner.run(_bpi(path), workdir)
+
+
+def test_every_experiment_that_reads_a_user_file_declares_it(tmp_path):
+  """The files whose digests a checkpoint records: the user's own, named by their config keys; none otherwise."""
+  declared = {}
+  for name in registry.NAMES:
+    experiment = registry.get(name)
+    declared[name] = experiment.input_files(experiment.get_config("smoke"))
+  assert declared == {name: [] for name in registry.NAMES}  # the presets generate or ship their data
+  bpi = _bpi(str(tmp_path / "mdp.npz"))
+  assert registry.get("varde_bpi").input_files(bpi) == [("mdp_file", str(tmp_path / "mdp.npz"))]
+  reg = _reg(tmp_path, str(tmp_path / "robot.hdf5"))
+  assert registry.get("reg").input_files(reg) == [("data.hdf5_file", str(tmp_path / "robot.hdf5"))]
+  reg.data.hdf5_file, reg.data.d4rl_dir = "", str(tmp_path)
+  reg.data.d4rl_datasets = ("hopper-medium-v2",)
+  assert registry.get("reg").input_files(reg) == [("data.d4rl_dir", str(tmp_path / "hopper-medium-v2.hdf5"))]
+  smc = registry.get("model_smc")
+  config = smc.get_config("smoke,task=csv")
+  config.data.path = str(tmp_path / "counts.csv")
+  assert smc.input_files(config) == [("data.path", str(tmp_path / "counts.csv"))]
 
 
 # ---------------------------------------------------------------- VarDE's bandits
