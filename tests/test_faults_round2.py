@@ -27,6 +27,7 @@ from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import errors
 from launch import main as launcher
+from launch import metrics
 from launch import registry
 from launch import runner
 from launch import runtime
@@ -164,6 +165,29 @@ def test_a_missing_file_does_not_lock_the_workdir(tmp_path):
   with pytest.raises(config_schema.ConfigError, match="does not exist"):
     runner.run(_bpi(str(tmp_path / "absent.npz")), workdir)
   assert not os.path.exists(os.path.join(workdir, "config.json"))
+
+
+def test_a_killed_run_without_checkpoints_keeps_its_workdir(tmp_path, monkeypatch):
+  """Its metrics lines are all that is left of it: another config is refused and changes nothing."""
+  config = _custom((0.5, 0.4), (1.0, 1.0), std_mode="fixed")
+  config.checkpoint.enabled = False
+  workdir = str(tmp_path / "run")
+  log = metrics.Writer.log
+
+  def log_then_die(self, step, **scalars):
+    log(self, step, **scalars)
+    raise _Killed(step)
+
+  with monkeypatch.context() as m:
+    m.setattr(metrics.Writer, "log", log_then_die)
+    with pytest.raises(_Killed):
+      runner.run(config, workdir)
+  killed = _tree(workdir)
+  assert os.path.getsize(os.path.join(workdir, "metrics.jsonl")) > 0
+  config.seed += 1
+  with pytest.raises(config_schema.ConfigError, match="different config"):
+    runner.run(config, workdir)
+  assert _tree(workdir) == killed
 
 
 class _Killed(Exception):
