@@ -106,6 +106,14 @@ def test_npz_rewards_too_large_for_float32_sums_are_refused(tmp_path):
   assert "rescale the rewards" in _one_line(e.value)
 
 
+def test_a_discount_that_rounds_to_one_in_float32_is_refused(tmp_path):
+  """Below 1 in float64, exactly 1 in float32: the values 1 / (1 - discount) would be infinite."""
+  path = _npz(tmp_path / "patient.npz", discount=np.float64(1 - 1e-9))
+  with pytest.raises(config_schema.ConfigError) as e:
+    runner.validate(_bpi(path))
+  assert "array 'discount' 0.999999999 rounds to 1.0 in float32" in _one_line(e.value)
+
+
 def _zero_actions(path):
   return _npz(path, P=np.zeros((3, 0, 3)), reward_mean=np.zeros((3, 0)), reward_std=np.zeros((3, 0)))
 
