@@ -313,6 +313,9 @@ def check_arrays(p, reward_mean, reward_std, gamma, where: str = "") -> None:
     raise MDPFileError(f"{pre}array 'reward_std' has negative entries")
   if g.ndim != 0 or not 0 <= float(g) < 1:
     raise MDPFileError(f"{pre}array 'discount' must be a scalar in [0, 1); got {gamma!r}")
+  if float(np.float32(g)) >= 1:  # values are computed in float32, where 1 / (1 - discount) would be infinite
+    raise MDPFileError(f"{pre}array 'discount' {float(g)!r} rounds to 1.0 in float32 (the dtype the MDP is "
+                       f"computed in); at most {float(np.nextafter(np.float32(1), np.float32(0)))!r}")
   check_scale(rm, rs, float(g), 1, where)
 
 

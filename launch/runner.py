@@ -77,8 +77,15 @@ def _check_workdir(workdir: str) -> None:
 
 
 def _started(workdir: str) -> bool:
-  """Whether ``workdir`` holds a run that got somewhere: a checkpoint step or ``results.json``."""
+  """Whether ``workdir`` holds a run that got somewhere: a metrics line, a checkpoint step or ``results.json``.
+
+  A run without checkpoints that was killed leaves only its metrics lines;
+  they count, so another config never replaces them.
+  """
   if os.path.exists(os.path.join(workdir, "results.json")):
+    return True
+  lines = os.path.join(workdir, "metrics.jsonl")
+  if os.path.exists(lines) and os.path.getsize(lines) > 0:
     return True
   directory = os.path.join(workdir, "checkpoints")
   return os.path.isdir(directory) and any(name.isdigit() for name in os.listdir(directory))
@@ -87,8 +94,8 @@ def _started(workdir: str) -> bool:
 def _check_same_run(config: ml_collections.ConfigDict, workdir: str) -> None:
   """Refuses to resume a workdir that holds a run of a different config.
 
-  The ``config.json`` of a run that never got to a checkpoint or a result (it
-  stopped on a missing file, say) binds nothing: the corrected command may
+  The ``config.json`` of a run that never got to a metrics line, a checkpoint or
+  a result (it stopped on a missing file, say) binds nothing: the corrected command may
   run in the same workdir.
   """
   path = os.path.join(workdir, "config.json")
@@ -209,8 +216,8 @@ def run(config: ml_collections.ConfigDict, workdir: str, *, log_summary: bool = 
   inputs = input_digests(experiment, config)
   mesh = mesh_lib.make_mesh(config.mesh.data)
   checkpointer = _open_checkpoints(config, workdir, inputs, on_input_change)
-  writer = metrics.Writer(workdir, primary=primary)
-  try:
+  try:  # the checkpointer is closed whatever stops the run, before the interpreter exits
+    writer = metrics.Writer(workdir, primary=primary)
     if checkpointer is None or checkpointer.latest_step() is None:
       writer.reset_metrics()  # a run that starts from scratch does not append to an old run's lines
     writer.write_config(config)

@@ -27,6 +27,8 @@ from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import errors
 from launch import main as launcher
+from launch import metrics
+from launch import registry
 from launch import runner
 from launch import runtime
 from launch.configs import reg as reg_config
@@ -104,6 +106,14 @@ def test_npz_rewards_too_large_for_float32_sums_are_refused(tmp_path):
   assert "rescale the rewards" in _one_line(e.value)
 
 
+def test_a_discount_that_rounds_to_one_in_float32_is_refused(tmp_path):
+  """Below 1 in float64, exactly 1 in float32: the values 1 / (1 - discount) would be infinite."""
+  path = _npz(tmp_path / "patient.npz", discount=np.float64(1 - 1e-9))
+  with pytest.raises(config_schema.ConfigError) as e:
+    runner.validate(_bpi(path))
+  assert "array 'discount' 0.999999999 rounds to 1.0 in float32" in _one_line(e.value)
+
+
 def _zero_actions(path):
   return _npz(path, P=np.zeros((3, 0, 3)), reward_mean=np.zeros((3, 0)), reward_std=np.zeros((3, 0)))
 
@@ -165,6 +175,29 @@ def test_a_missing_file_does_not_lock_the_workdir(tmp_path):
   assert not os.path.exists(os.path.join(workdir, "config.json"))
 
 
+def test_a_killed_run_without_checkpoints_keeps_its_workdir(tmp_path, monkeypatch):
+  """Its metrics lines are all that is left of it: another config is refused and changes nothing."""
+  config = _custom((0.5, 0.4), (1.0, 1.0), std_mode="fixed")
+  config.checkpoint.enabled = False
+  workdir = str(tmp_path / "run")
+  log = metrics.Writer.log
+
+  def log_then_die(self, step, **scalars):
+    log(self, step, **scalars)
+    raise _Killed(step)
+
+  with monkeypatch.context() as m:
+    m.setattr(metrics.Writer, "log", log_then_die)
+    with pytest.raises(_Killed):
+      runner.run(config, workdir)
+  killed = _tree(workdir)
+  assert os.path.getsize(os.path.join(workdir, "metrics.jsonl")) > 0
+  config.seed += 1
+  with pytest.raises(config_schema.ConfigError, match="different config"):
+    runner.run(config, workdir)
+  assert _tree(workdir) == killed
+
+
 class _Killed(Exception):
   """Stands for a kill right after a checkpoint was written."""
 
@@ -216,6 +249,26 @@ def test_data_changed_after_a_kill_is_refused_and_a_restart_keeps_the_old_run(tm
   _npz(path)  # the old file back: the checkpoints are the new run's now, so this is a change too
   with pytest.raises(ckpt_lib.InputsChangedError):
     runner.run(_bpi(path), workdir)
+
+
+def test_every_experiment_that_reads_a_user_file_declares_it(tmp_path):
+  """The files whose digests a checkpoint records: the user's own, named by their config keys; none otherwise."""
+  declared = {}
+  for name in registry.NAMES:
+    experiment = registry.get(name)
+    declared[name] = experiment.input_files(experiment.get_config("smoke"))
+  assert declared == {name: [] for name in registry.NAMES}  # the presets generate or ship their data
+  bpi = _bpi(str(tmp_path / "mdp.npz"))
+  assert registry.get("varde_bpi").input_files(bpi) == [("mdp_file", str(tmp_path / "mdp.npz"))]
+  reg = _reg(tmp_path, str(tmp_path / "robot.hdf5"))
+  assert registry.get("reg").input_files(reg) == [("data.hdf5_file", str(tmp_path / "robot.hdf5"))]
+  reg.data.hdf5_file, reg.data.d4rl_dir = "", str(tmp_path)
+  reg.data.d4rl_datasets = ("hopper-medium-v2",)
+  assert registry.get("reg").input_files(reg) == [("data.d4rl_dir", str(tmp_path / "hopper-medium-v2.hdf5"))]
+  smc = registry.get("model_smc")
+  config = smc.get_config("smoke,task=csv")
+  config.data.path = str(tmp_path / "counts.csv")
+  assert smc.input_files(config) == [("data.path", str(tmp_path / "counts.csv"))]
 
 
 # ---------------------------------------------------------------- VarDE's bandits
