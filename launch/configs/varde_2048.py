@@ -15,9 +15,10 @@ value of ``budgets``. Launch from the repository root:
   python -m launch.main --config=launch/configs/varde_2048.py:paper --workdir=...   # one GPU
 
 Sizes: ``smoke`` (4 games x 10 moves, seconds); ``cpu`` (64 games cut at 100
-moves, about an hour on 2 CPU cores: the cut leaves most games unfinished,
-so it compares the opening, not the endgame); ``paper`` (128 whole games of
-up to 5000 moves at 16, 64 and 256 simulations; a few hours on one GPU).
+moves: the cut leaves most games unfinished, so it compares the opening, not
+the endgame; hours on 2 CPU cores, dominated by the 256-simulation searches);
+``paper`` (128 whole games of up to 5000 moves at 16, 64 and 256 simulations,
+sized for one GPU; not yet run).
 """
 
 import dataclasses
