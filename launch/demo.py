@@ -22,6 +22,8 @@ DEMOS = (
     ("varde_bai", "cpu,problem=E1"),
     ("varde_mcts", "smoke,envs=tree"),
     ("varde_bpi", "smoke"),
+    ("varde_backups", "smoke"),
+    ("varde_2048", "smoke"),
     ("model_smc", "cpu,task=pelts,runs=2"),
     ("model_smc_fit_panel", "smoke"),
     ("model_smc_calibration", "smoke"),

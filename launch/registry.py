@@ -20,6 +20,8 @@ MODULES: dict[str, str] = {
     "varde_bai": "launch.experiments.varde.bai",
     "varde_mcts": "launch.experiments.varde.mcts",
     "varde_bpi": "launch.experiments.varde.bpi",
+    "varde_backups": "launch.experiments.varde.backups",
+    "varde_2048": "launch.experiments.varde.game2048",
     "model_smc": "launch.experiments.model_smc.experiment",
     "model_smc_calibration": "launch.experiments.model_smc.calibration",
     "model_smc_fit_panel": "launch.experiments.model_smc.fit_panel",

@@ -55,6 +55,8 @@ REPORTS = {
     "varde_mcts_tree": ("varde_mcts", "cpu,envs=tree", ("regret_vs_budget", "wrong_vs_budget")),
     "varde_mcts_mdp": ("varde_mcts", "cpu,envs=mdp", ("regret_vs_budget", "wrong_vs_budget")),
     "varde_bpi": ("varde_bpi", "cpu", ("regret_vs_budget",)),
+    "varde_backups": ("varde_backups", "cpu", ()),
+    "varde_2048": ("varde_2048", "cpu", ()),
     "model_smc_exact": ("model_smc", "cpu,task=exact", ("exact_check",)),
     "model_smc_lv_sim": ("model_smc", "cpu,task=lv_sim", ("predictive_bands", "posterior_mass")),
     "model_smc_pelts": ("model_smc", "cpu,task=pelts", ("predictive_bands", "posterior_mass", "diagnostics")),

@@ -1,37 +1,29 @@
-r"""2048 played by VarDE's search and by ``mctx.stochastic_muzero_policy``: score, largest tile, cost.
+r"""``make bench`` row: 2048 played by VarDE's search and by ``mctx.stochastic_muzero_policy``.
 
-  python -m launch.bench.varde_2048 --games=8 --max_moves=100 --sims=16,64,256 --out=runs/varde_2048
-
-Both searchers get the same simulator (``methods/varde/play2048.py``), the
-same leaf value, the same simulations per move, no Dirichlet noise, and the
-same starting boards and tile keys (:func:`methods.varde.play2048.play`).
-For every (searcher, budget) it prints the mean score and largest tile with
-standard errors over games, the fraction of games that ended within
-``--max_moves``, and the wall time per game and per move (compile excluded:
-a first call at ``--compile_moves`` moves compiles the loop, whose length is
-a traced bound, so the timed call reuses it). Also :func:`run` gives
-``make bench`` a row.
+The score and largest tile over whole games at three budgets are the
+experiment ``varde_2048`` (``launch/configs/varde_2048.py``); this row gives
+the cost side by side. Both searchers get the same simulator
+(``methods/varde/play2048.py``), the same leaf value, the same simulations per
+move, no Dirichlet noise, and the same starting boards and tile keys
+(:func:`methods.varde.play2048.play`). :func:`measure` gives the mean score
+and largest tile with standard errors over games, the fraction of games that
+ended within ``max_moves``, and the wall time per game and per move (compile
+excluded: a first call at ``compile_moves`` moves compiles the loop, whose
+length is a traced bound, so the timed call reuses it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import math
-import os
 import time
 
-from absl import app
-from absl import flags
 import jax
 import numpy as np
 
 from launch import mesh as mesh_lib
 from methods.varde import mcts
 from methods.varde import play2048
-
-FLAGS = flags.FLAGS
 
 
 def play_fn(searcher: str, num_games: int, hp: play2048.Play2048Hparams, search_hp: mcts.MCTSHparams):
@@ -88,36 +80,3 @@ def run(quick: bool) -> list[dict]:
                 f"{theirs['score_se']:.0f} (mctx)"),
   })
   return rows
-
-
-def main(argv):
-  del argv
-  hp = play2048.Play2048Hparams(leaf_value=FLAGS.leaf_value, rollout_length=FLAGS.rollout_length)
-  search_hp = mcts.MCTSHparams(uct_c=FLAGS.uct_c)
-  out = []
-  for sims in (int(s) for s in FLAGS.sims):
-    for searcher in FLAGS.searchers:
-      m = measure(searcher, sims, FLAGS.games, FLAGS.max_moves, hp, search_hp, seed=FLAGS.seed)
-      m.update(leaf_value=FLAGS.leaf_value, rollout_length=FLAGS.rollout_length)
-      out.append(m)
-      print(f"{searcher:16s} {sims:4d} sims: score {m['score']:8.1f} ± {m['score_se']:6.1f}, max tile "
-            f"{m['max_tile']:6.0f} ± {m['max_tile_se']:5.0f}, ended {100 * m['finished']:3.0f}%, "
-            f"{m['moves_per_game']:6.1f} moves/game, {m['seconds_per_game']:7.2f} s/game, "
-            f"{m['ms_per_move']:7.2f} ms/move (batch of {FLAGS.games}); compile {m['compile_seconds']:.0f} s",
-            flush=True)
-  os.makedirs(FLAGS.out, exist_ok=True)
-  with open(os.path.join(FLAGS.out, "varde_2048.json"), "w") as f:
-    json.dump(out, f, indent=1)
-
-
-if __name__ == "__main__":
-  flags.DEFINE_integer("games", 8, "Games per (searcher, budget), played in one batch.")
-  flags.DEFINE_integer("max_moves", 100, "Moves after which a game is cut.")
-  flags.DEFINE_list("sims", ["16", "64", "256"], "Simulations per move.")
-  flags.DEFINE_list("searchers", ["varde", "mctx_stochastic"], "Searchers (methods.varde.play2048.SEARCHERS).")
-  flags.DEFINE_string("leaf_value", "rollout", "Leaf value: rollout or zero.")
-  flags.DEFINE_integer("rollout_length", 16, "Moves of a leaf rollout.")
-  flags.DEFINE_float("uct_c", 1.0, "UCT's c (score units) if uct is among the searchers.")
-  flags.DEFINE_integer("seed", 0, "Seed of the boards, tiles and searches.")
-  flags.DEFINE_string("out", "runs/varde_2048", "Output directory.")
-  app.run(main)

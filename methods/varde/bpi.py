@@ -22,7 +22,9 @@ budget rather than a stopping rule) and a BESPOKE-style variance-aware
 allocation (Zanette, Kochenderfer and Brunskill, 2019: ``n`` proportional to
 the variance of the Bellman target, without occupancy weighting).
 
-**Forced-exploration floor** (VarDE only; ``floor_c = 0`` switches it off).
+**Forced-exploration floor** (VarDE only; ``floor_c = 0`` switches it off;
+the algorithm ``varde_no_floor`` is VarDE with ``floor_c = 0``, so that one run
+compares both on the same instances and keys).
 Occupancy weighting starves the pairs that the current softmax policy rarely
 reaches: their weight ``d^2`` is tiny, so their estimates stay at the warm
 start, and a wrong estimate there is never corrected. This is an estimation
@@ -58,7 +60,7 @@ import jax.numpy as jnp
 from envs import mdps
 from methods.common import hparams
 
-ALGORITHMS = ("varde", "uniform", "mdp_gape", "bespoke")
+ALGORITHMS = ("varde", "varde_no_floor", "uniform", "mdp_gape", "bespoke")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +185,7 @@ def make_algorithm(name: str, hp: BPIHparams, budget) -> BPIAlgorithm:
   def plan(state, mdp, t):
     del t
     m_hat = empirical_mdp(state.stats, mdp)
-    if name == "varde":
+    if name in ("varde", "varde_no_floor"):
       v, q = _vi(m_hat, hp.vi_iters, tau=hp.tau)
       d = occupancy(m_hat, jax.nn.softmax(q / hp.tau, -1))
       return state._replace(weight=d**2 * target_variance(state.stats, m_hat, v, hp.var_floor))
@@ -203,9 +205,10 @@ def make_algorithm(name: str, hp: BPIHparams, budget) -> BPIAlgorithm:
     n = state.stats.n
     if name == "uniform":
       return (t % sa).astype(jnp.int32)
-    if name == "varde":
+    if name in ("varde", "varde_no_floor"):
       pair = _greedy_pair(varde_scores(state.weight, n))
-      return floor_select(n, t, pair, hp.floor_c) if hp.floor_c > 0 else pair
+      floor_c = hp.floor_c if name == "varde" else 0.0
+      return floor_select(n, t, pair, floor_c) if floor_c > 0 else pair
     if name == "bespoke":
       return _greedy_pair(varde_scores(state.weight * (n + 1).astype(jnp.float32), n))
     # MDP-GapE: at s0 the gap candidate b or the challenger c (larger width); later optimistic.

@@ -18,7 +18,8 @@ the variance of the root decision). The pieces:
   interface, and :func:`search` / :func:`search_one` search it.
 
 The default backup, temperature and value scale were chosen by measurement
-(``launch/bench/varde_backup_ablation.py``; the numbers are in its output).
+(the experiment ``varde_backups``, ``launch/configs/varde_backups.py``; its
+tables are in ``docs/varde.md``).
 """
 
 from __future__ import annotations

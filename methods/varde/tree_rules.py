@@ -91,7 +91,7 @@ BACKUPS = ("mean", "max", "softmax_mean", "logsumexp")
 TAU_SCALES = ("return_std", "spread", "none")
 TAU_MIN = 1e-12
 
-# The defaults, chosen by measurement (launch/bench/varde_backup_ablation.py): on separate tuning
+# The defaults, chosen by measurement (the experiment varde_backups, launch/configs/varde_backups.py): on separate tuning
 # instances the mean backup had the lowest regret relative to a tuned UCT, averaged over SyntheticTrees
 # (two noise levels), the gridworld and random MDPs, at its best scale-free setting of the grid
 # tau in {0.3, 1, 3} x tau_scale in {return_std, spread} x floor_c in {0, 1}.

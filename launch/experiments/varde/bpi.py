@@ -37,6 +37,7 @@ def make_unit_fn(config, mesh, env_index: int):
   make = bpi_envs.make_env(name, bpi_config.SECTIONS.build(config, bpi_config.EnvConfig), config.mdp_file,
                            config.start_state)
   n_inst = bpi_envs.num_instances(name, config.num_instances)
+  n_clusters = num_clusters(config, env_index)
   run_base = jax.random.fold_in(jax.random.key(config.seed + 1), env_index)
 
   def unit(ids, budget):
@@ -50,10 +51,16 @@ def make_unit_fn(config, mesh, env_index: int):
       alg = bpi.make_algorithm(alg_name, hp, budget)
       one = lambda m, k: bpi.policy_regret(m, bpi.run_bpi(alg, m, k, budget=budget, hp=hp).policy)  # noqa: E731,B023
       regrets.append(jax.vmap(one)(mdp, keys))
-    return search.tally(jnp.stack(regrets), valid)
+    return search.tally(jnp.stack(regrets), valid, search.cluster_of(i, inst, n_inst == 1), n_clusters)
 
   return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
                  out_shardings=mesh_lib.replicated(mesh))
+
+
+def num_clusters(config, env_index: int) -> int:
+  """Clusters of an environment's runs: its random instances, or every run of a fixed one."""
+  n_inst = bpi_envs.num_instances(config.envs[env_index], config.num_instances)
+  return config.num_instances * config.runs_per_instance if n_inst == 1 else n_inst
 
 
 def _sizes(config, name):
@@ -61,6 +68,8 @@ def _sizes(config, name):
   e = config.env
   if name == "riverswim":
     return e.riverswim_states, 2
+  if name == "gridworld":
+    return e.grid_size**2, 4
   if name == "file":
     return mdps.load_npz(config.mdp_file).reward_mean.shape
   return e.garnet_states, e.garnet_actions
@@ -98,7 +107,8 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
     return search.Tally(*mesh_lib.to_host(fns[e](ids, jnp.asarray(budget, jnp.int32))))
 
   return search.run_units("varde_bpi", config, ctx, list(config.algorithms), unit_tally,
-                          {"budget_unit": "samples", "metric": "policy regret V*(s0) - V^pi_hat(s0)"})
+                          {"budget_unit": "samples", "metric": "policy regret V*(s0) - V^pi_hat(s0)"},
+                          lambda e: num_clusters(config, e))
 
 
 EXPERIMENT = Experiment(

@@ -15,6 +15,9 @@ def make_env(name: str, cfg: bpi_config.EnvConfig, mdp_file: str = "", start_sta
   if name == "riverswim":
     river = mdps.riverswim(cfg.riverswim_states, gamma=cfg.riverswim_gamma, reward_std=cfg.riverswim_reward_std)
     return lambda k: river
+  if name == "gridworld":
+    grid = mdps.gridworld(cfg.grid_size, reward_std=cfg.grid_reward_std, gamma=cfg.grid_gamma)
+    return lambda k: grid
   if name in ("garnet_high_variance", "garnet_heavy_tailed"):
     df = cfg.heavy_df if name == "garnet_heavy_tailed" else float("inf")
     return lambda k: mdps.garnet(k, cfg.garnet_states, cfg.garnet_actions, cfg.garnet_branching,
@@ -26,5 +29,5 @@ def make_env(name: str, cfg: bpi_config.EnvConfig, mdp_file: str = "", start_sta
 
 
 def num_instances(name: str, requested: int) -> int:
-  """Fixed environments (RiverSwim, a file) have one instance."""
+  """Fixed environments (RiverSwim, the gridworld, a file) have one instance."""
   return requested if name.startswith("garnet") else 1

@@ -66,6 +66,7 @@ def make_unit_fn(config, mesh, env_index: int, policies, num_simulations: int):
   hp = mcts_config.SECTIONS.build(config, mcts.MCTSHparams)
   make, horizon = mcts_envs.make_env(env_name, mcts_config.SECTIONS.build(config, mcts_config.EnvConfig))
   n_inst = mcts_envs.num_instances(env_name, config.num_instances)
+  n_clusters = num_clusters(config, env_index)
   fns = [policy_fn(p, hp, num_simulations, horizon) for p in policies]
   run_base = jax.random.fold_in(jax.random.key(config.seed + 1), env_index)
 
@@ -79,7 +80,7 @@ def make_unit_fn(config, mesh, env_index: int, policies, num_simulations: int):
     for fn in fns:
       actions = jax.vmap(lambda m, s, k: fn(m, s, k, budget))(mdp, mdp.s0, keys)
       regrets.append(jax.vmap(functools.partial(root_regret, horizon=horizon))(mdp, action=actions))
-    return search.tally(jnp.stack(regrets), valid)
+    return search.tally(jnp.stack(regrets), valid, search.cluster_of(i, inst, n_inst == 1), n_clusters)
 
   return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
                  out_shardings=mesh_lib.replicated(mesh))
@@ -103,16 +104,26 @@ def unit_tally(config, mesh, env_index: int, budget: int, cache: dict) -> search
     fn = make_unit_fn(config, mesh, env_index, theirs, budget)
     parts.update(zip(theirs, _split(mesh_lib.to_host(fn(ids, b)))))
   cols = [parts[p] for p in config.policies]
-  return search.Tally(cols[0].runs, *(jnp.stack([getattr(c, f) for c in cols]) for f in ("regret", "regret_sq", "wrong")))
+  fields = ("regret", "regret_sq", "wrong", "cluster_regret")
+  return search.Tally(cols[0].runs, *(jnp.stack([getattr(c, f) for c in cols]) for f in fields),
+                      cols[0].cluster_runs)
 
 
 def _split(t: search.Tally) -> list[search.Tally]:
-  return [search.Tally(t.runs, t.regret[i], t.regret_sq[i], t.wrong[i]) for i in range(len(t.regret))]
+  return [search.Tally(t.runs, t.regret[i], t.regret_sq[i], t.wrong[i], t.cluster_regret[i], t.cluster_runs)
+          for i in range(len(t.regret))]
 
 
 def _num_runs(config, env):
   del env  # fixed environments (the gridworld) run as many seeds as the random ones
   return config.num_instances * config.runs_per_instance
+
+
+def num_clusters(config, env_index: int) -> int:
+  """Clusters of an environment's runs: its random instances, or every run of a fixed one."""
+  env = config.envs[env_index]
+  n_inst = mcts_envs.num_instances(env, config.num_instances)
+  return _num_runs(config, env) if n_inst == 1 else n_inst
 
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
@@ -121,7 +132,8 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   return search.run_units(
       "varde_mcts", config, ctx, list(config.policies),
       lambda e, budget: unit_tally(config, ctx.mesh, e, budget, cache),
-      {"budget_unit": "simulations", "metric": "root simple regret V*(s0) - Q*(s0, a_hat)"})
+      {"budget_unit": "simulations", "metric": "root simple regret V*(s0) - Q*(s0, a_hat)"},
+      lambda e: num_clusters(config, e))
 
 
 EXPERIMENT = Experiment(

@@ -3,7 +3,10 @@
 One unit is one (environment, budget): every algorithm runs on every run of
 the environment (random instances x seeds, the run axis sharded over the mesh)
 and the runs are reduced to sums (:class:`Tally`), which are checkpointed
-after each unit. Tables and figures: :mod:`launch.experiments.varde.search_report`.
+after each unit. The sums are also kept per cluster (the random instance; each
+run of a fixed environment is its own cluster), so that the tables can show
+paired differences between algorithms (same instances, same keys) with
+instance-clustered standard errors. Tables and figures: :mod:`launch.experiments.varde.search_report`.
 """
 
 from __future__ import annotations
@@ -21,30 +24,42 @@ from launch.experiments.varde import search_report
 
 
 class Tally(NamedTuple):
-  """Sums over runs for one (environment, budget); ``[P]`` per algorithm."""
+  """Sums over runs for one (environment, budget); ``[P]`` per algorithm, ``[C]`` per cluster."""
 
   runs: np.ndarray  # []
   regret: np.ndarray  # [P]
   regret_sq: np.ndarray  # [P]
   wrong: np.ndarray  # [P]
+  cluster_regret: np.ndarray  # [P, C] regret summed within each cluster
+  cluster_runs: np.ndarray  # [C]
 
   @classmethod
-  def zeros(cls, num_algorithms: int) -> "Tally":
+  def zeros(cls, num_algorithms: int, num_clusters: int) -> "Tally":
     z = np.zeros((num_algorithms,), np.float32)
-    return cls(np.zeros((), np.float32), z, z.copy(), z.copy())
+    return cls(np.zeros((), np.float32), z, z.copy(), z.copy(), np.zeros((num_algorithms, num_clusters), np.float32),
+               np.zeros((num_clusters,), np.float32))
 
   def __add__(self, other: "Tally") -> "Tally":  # type: ignore[override]
     return Tally(*(np.asarray(a, np.float32) + np.asarray(b, np.float32) for a, b in zip(self, other)))
 
 
-def tally(regret, valid, tol: float = 1e-5) -> Tally:
+def tally(regret, valid, cluster, num_clusters: int, tol: float = 1e-5) -> Tally:
   """Sums over the valid runs of ``regret [P, R]`` (jax arrays; usable inside jit).
 
   A run counts as a wrong decision when its regret exceeds ``tol``.
+  ``cluster [R]`` (int32 in ``[0, num_clusters)``) names each run's cluster.
   """
   v = valid.astype(jnp.float32)[None, :]
+  c = jnp.where(valid, cluster, 0)
+  per = jax.vmap(lambda x: jax.ops.segment_sum(x, c, num_segments=num_clusters))(regret * v)
   return Tally(jnp.sum(valid.astype(jnp.float32)), jnp.sum(regret * v, -1), jnp.sum(regret**2 * v, -1),
-               jnp.sum((regret > tol) * v, -1))
+               jnp.sum((regret > tol) * v, -1), per,
+               jax.ops.segment_sum(valid.astype(jnp.float32), c, num_segments=num_clusters))
+
+
+def cluster_of(run: jax.Array, instance: jax.Array, fixed: bool) -> jax.Array:
+  """The cluster of a run: its instance, or the run itself in a fixed environment (one instance)."""
+  return run if fixed else instance
 
 
 def padded_ids(num_runs: int, mesh) -> jax.Array:
@@ -61,7 +76,7 @@ def instance_key(seed: int, env_index: int, instance: jax.Array) -> jax.Array:
 
 
 def run_units(experiment: str, config, ctx, names: list, unit_tally: Callable[[int, int], Tally],
-              extra: dict) -> dict:
+              extra: dict, num_clusters: Callable[[int], int]) -> dict:
   """Runs every (environment, budget) unit in turn; returns ``results.json``'s content.
 
   The tallies of all units are checkpointed after each one, so a killed run
@@ -74,9 +89,10 @@ def run_units(experiment: str, config, ctx, names: list, unit_tally: Callable[[i
     names: the algorithms, in tally order.
     unit_tally: ``(environment index, budget) -> Tally`` of one unit.
     extra: ``budget_unit`` and ``metric`` for the tables.
+    num_clusters: ``environment index -> C``, the clusters of its runs.
   """
   units = [(e, b) for e in range(len(config.envs)) for b in config.budgets]
-  initial = {f"{config.envs[e]}_T{b}": Tally.zeros(len(names))._asdict() for e, b in units}
+  initial = {f"{config.envs[e]}_T{b}": Tally.zeros(len(names), num_clusters(e))._asdict() for e, b in units}
   done, state, _ = ctx.restore_or(initial)
   tallies = {k: Tally(**{f: jnp.asarray(x) for f, x in v.items()}) for k, v in state.items()}
   progress = metrics.Progress(len(units), unit="units", start=done)

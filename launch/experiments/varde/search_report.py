@@ -2,9 +2,16 @@
 
 Per environment, budget and algorithm the runs are reduced to sums: runs,
 regret, squared regret and wrong decisions (a root action, or a policy, whose
-exact value is below the optimum). The mean regret's standard error is
-``sqrt((E[r^2] - E[r]^2) / n)``; the probability of a wrong decision ``p`` has
-``sqrt(p (1 - p) / n)``.
+exact value is below the optimum), and per cluster (a random instance, or a
+run of a fixed environment). The mean regret's standard error is clustered:
+the standard deviation of the per-cluster means over ``sqrt(C)`` (runs of one
+instance are not independent draws of the instance); the probability of a
+wrong decision ``p`` has ``sqrt(p (1 - p) / n)``. Every algorithm runs on the
+same instances with the same keys, so each is compared with the first one
+(the reference, VarDE) by the paired difference of their regrets, whose
+standard error is that of the per-cluster mean differences; ``delta +- 1.96
+s.e.`` is its 95% interval (a positive difference: the reference has the
+lower regret).
 """
 
 from __future__ import annotations
@@ -25,13 +32,22 @@ def summarize(experiment: str, envs, budgets, names, tallies: dict, extra: dict)
     for budget in budgets:
       t = tallies[f"{env}/T{budget}"]
       n = max(float(t.runs), 1.0)
+      live = np.asarray(t.cluster_runs) > 0
+      per = np.asarray(t.cluster_regret)[:, live] / np.asarray(t.cluster_runs)[live]  # [P, C] cluster means
       for i, name in enumerate(names):
         m = float(t.regret[i]) / n
-        var = max(float(t.regret_sq[i]) / n - m * m, 0.0)
         p = float(t.wrong[i]) / n
-        res["regret"][env][name][str(budget)] = {"mean": m, "se": math.sqrt(var / n), "runs": int(n)}
+        diff = per[i] - per[0]
+        res["regret"][env][name][str(budget)] = {
+            "mean": m, "se": _se(per[i]), "runs": int(n), "clusters": int(live.sum()),
+            "diff": float(diff.mean()) if diff.size else 0.0, "diff_se": _se(diff)}
         res["wrong"][env][name][str(budget)] = {"p": p, "se": math.sqrt(p * (1 - p) / n)}
   return res
+
+
+def _se(x: np.ndarray) -> float:
+  """Standard error of the mean of ``x [C]`` (0 below two clusters)."""
+  return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) >= 2 else 0.0
 
 
 def _headline(results):
@@ -58,13 +74,15 @@ def format_table(results: dict) -> str:
 
 
 def markdown_table(results: dict) -> str:
-  """The same in Markdown, best mean regret in bold per column."""
+  """The same in Markdown, best mean regret in bold per column, paired differences to the reference."""
   out = []
   budgets = _headline(results)
   unit = results.get("budget_unit", "budget")
+  ref = results["algorithms"][0]
   for env in results["envs"]:
-    runs = results["regret"][env][results["algorithms"][0]][str(budgets[0])]["runs"]
-    out.append(f"**{env}**, {runs:,} runs: mean regret (s.e.) and % wrong, by {unit}.\n")
+    r0 = results["regret"][env][ref][str(budgets[0])]
+    out.append(f"**{env}**, {r0['runs']:,} runs in {r0.get('clusters', r0['runs']):,} clusters: mean regret "
+               f"(clustered s.e.), % wrong, and the paired difference to `{ref}` +- 1.96 s.e., by {unit}.\n")
     out.append("| algorithm | " + " | ".join(f"{unit} {b}" for b in budgets) + " |")
     out.append("|---|" + "---:|" * len(budgets))
     best = {b: min(results["regret"][env][n][str(b)]["mean"] for n in results["algorithms"]) for b in budgets}
@@ -74,7 +92,8 @@ def markdown_table(results: dict) -> str:
         r, w = results["regret"][env][name][str(b)], results["wrong"][env][name][str(b)]
         m = f"{r['mean']:.4f}"
         m = f"**{m}**" if r["mean"] == best[b] else m
-        cells.append(f"{m} ({r['se']:.4f}), {100 * w['p']:.1f}%")
+        d = "" if name == ref or "diff" not in r else f"; {r['diff']:+.4f} +- {1.96 * r['diff_se']:.4f}"
+        cells.append(f"{m} ({r['se']:.4f}), {100 * w['p']:.1f}%{d}")
       out.append(f"| `{name}` | " + " | ".join(cells) + " |")
     out.append("")
   return "\n".join(out)
