@@ -4,7 +4,7 @@ Launch from the repository root:
 
   python -m launch.main --config=launch/configs/flow_matching.py:cpu --workdir=runs/flow_matching
   python -m launch.main --config=launch/configs/flow_matching.py:smoke --workdir=runs/fm_smoke   # seconds
-  python -m launch.main --config=launch/configs/flow_matching.py:cpu,mini=1 --workdir=runs/fm_mini  # cpu at 1/10
+  python -m launch.main --config=launch/configs/flow_matching.py:cpu,mini=1 --workdir=runs/fm_mini  # cpu, much shorter
   python -m launch.main --config=launch/configs/flow_matching.py:paper --workdir=runs/fm_paper \
       --config.data_dir=DATA                               # full MNIST prepared through TFDS (one GPU)
   python -m launch.main --config=launch/configs/flow_matching.py:paper,dataset=cifar10 --config.data_dir=DATA
@@ -117,8 +117,9 @@ SECTIONS = common.declare(
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   """Config for ``arg`` = ``"<preset>[,dataset=mnist5k|mnist|cifar10][,mini=1]"``.
 
-  ``cpu,mini=1`` is every stage of ``cpu`` at a tenth of its training steps
-  and samples (what fits a loaded 2-core machine in half an hour).
+  ``cpu,mini=1`` is every stage of ``cpu`` (same networks, seeds and criteria)
+  at 4% of its flow training steps and a tenth of its samples: what fits a
+  heavily loaded 2-core machine in about half an hour.
   """
   opts = common.parse_arg(arg, dataset="", mini=0)
   config = SECTIONS.defaults(opts.preset)
@@ -144,13 +145,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.large.update(width=16, depth=1, heads=2)
     config.small.update(width=8, depth=1, heads=2)
     config.scoring.update(loss_times=2, loss_draws=1, grad_draws=1, kmeans_iters=5)
-  elif opts.preset == "cpu" and opts.mini:  # every stage of cpu at a tenth of its training and its samples
-    config.flow_steps = 150
-    config.chunk_steps = 75
+  elif opts.preset == "cpu" and opts.mini:  # every stage of cpu, at 4% of its training and a tenth of its samples
+    config.flow_steps = 60
+    config.chunk_steps = 30
     config.curve_samples = 100
-    config.autoencoder.steps = 400
-    config.features.steps = 300
-    config.protocol.update(num_samples=200, kid_subset=100)
+    config.autoencoder.steps = 200
+    config.features.steps = 200
+    config.protocol.update(num_samples=200, kid_subset=100, guidance_scales=(0.0, 1.0))
   elif opts.preset == "paper":
     config.dataset = "mnist"
     config.flow_steps = 100_000
