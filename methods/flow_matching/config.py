@@ -4,8 +4,8 @@ Briq, Kamp, Fried, Cohen, Kesselheim, "Exploring and Exploiting Stability in
 Latent Flow Matching" (ICML 2026, arXiv 2605.08398): the velocity networks
 (a small and a large one), the flow-matching training (Sec. 2), the ODE
 sampler with its coarse-to-fine split (Sec. 5), the in-repo autoencoder that
-defines the latent space, the in-repo classifier whose features score samples
-and evaluate them, and the data-reduction scores (Sec. 6).
+defines the latent space, the in-repo feature network of FID / KID, the
+evaluation protocol and the data-reduction scores (Sec. 6).
 """
 
 from __future__ import annotations
@@ -69,30 +69,6 @@ class SamplerConfig(hparams.Hyperparameters):
   rtol: float = hparams.field(1e-4, "Relative tolerance of the adaptive solver.", low=0, low_open=True)
   atol: float = hparams.field(1e-4, "Absolute tolerance of the adaptive solver.", low=0, low_open=True)
   max_steps: int = hparams.field(4096, "Step limit of the adaptive solver (per segment).", low=1)
-
-
-@dataclasses.dataclass(frozen=True)
-class AutoencoderConfig(hparams.Hyperparameters):
-  """The autoencoder trained in-repo; its latents are what the flow models."""
-
-  channels: int = hparams.field(256, "Hidden width of the encoder and decoder MLPs.", low=1)
-  latent_channels: int = hparams.field(2, "Latent channels.", low=1)
-  downsample: int = hparams.field(1, "Stride-2 stages (latent side = image side / 2^downsample).", low=0, high=4)
-  steps: int = hparams.field(2000, "Adam steps.", low=1)
-  batch_size: int = hparams.field(128, "Images per step.", low=1)
-  learning_rate: float = hparams.field(2e-3, "Adam learning rate.", low=0, low_open=True)
-  latent_penalty: float = hparams.field(1e-3, "Weight of mean z^2 (keeps latents near unit scale).", low=0)
-
-
-@dataclasses.dataclass(frozen=True)
-class ClassifierConfig(hparams.Hyperparameters):
-  """The MLP classifier trained in-repo; its penultimate layer is the feature space of every metric."""
-
-  channels: int = hparams.field(256, "First hidden layer width.", low=1)
-  features: int = hparams.field(64, "Penultimate feature dimension.", low=2)
-  steps: int = hparams.field(1500, "Adam steps.", low=1)
-  batch_size: int = hparams.field(128, "Images per step.", low=1)
-  learning_rate: float = hparams.field(2e-3, "Adam learning rate.", low=0, low_open=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,10 +5,10 @@ noise, so sample ``i`` of both comes from the same ``x0``. Each paired metric
 has a shuffled-pairing baseline (sample ``i`` of A against sample ``pi(i)`` of
 B, ``pi`` a fixed random derangement): the chance level.
 
-Quality without downloaded networks: Fréchet distance (Heusel et al., 2017),
-KID (Binkowski et al., 2018, unbiased MMD^2 with the cubic polynomial
-kernel), precision/recall (Kynkäänniemi et al., 2019, k-NN balls), all in the
-feature space of a classifier trained in-repo; sliced Wasserstein-2 on latents.
+Quality without downloaded networks: the Fréchet distance (Heusel et al.,
+2017) and KID's unbiased MMD^2 with the cubic polynomial kernel (Binkowski et
+al., 2018), in the features of the feature network trained in-repo
+(:mod:`methods.flow_matching.evaluation` wraps both into the protocol).
 """
 
 from __future__ import annotations
@@ -103,17 +103,6 @@ def frechet_distance(fa, fb) -> float:
   return float(np.sum(np.square(mu_a - mu_b)) + np.trace(sa) + np.trace(sb) - 2 * cross)
 
 
-def fid_bootstrap(real, fake, *, num: int, seed: int = 0) -> np.ndarray:
-  """``[num]`` FIDs of bootstrap resamples of ``fake`` (rows drawn with replacement; ``real`` fixed).
-
-  Their standard deviation is the standard error of ``frechet_distance(real,
-  fake)`` due to the finite generated set (Efron, 1979).
-  """
-  fake = _flat(fake)
-  rng = np.random.default_rng(seed)
-  return np.asarray([frechet_distance(real, fake[rng.integers(0, len(fake), len(fake))]) for _ in range(num)])
-
-
 def kid(fa, fb) -> float:
   """Unbiased MMD^2 with ``k(x, y) = (x.y / d + 1)^3``."""
   fa, fb = _flat(fa), _flat(fb)
@@ -123,40 +112,3 @@ def kid(fa, fb) -> float:
   kaa, kbb, kab = k(fa, fa), k(fb, fb), k(fa, fb)
   return float((kaa.sum() - np.trace(kaa)) / (m * (m - 1)) + (kbb.sum() - np.trace(kbb)) / (n * (n - 1))
                - 2 * kab.mean())
-
-
-def precision_recall(real, fake, k: int = 3) -> tuple[float, float]:
-  """Improved precision (fake inside real k-NN balls) and recall (real inside fake balls)."""
-  real, fake = _flat(real), _flat(fake)
-
-  def radii(x):
-    d = _sq_dists(x, x)
-    return np.sort(d, axis=1)[:, k]  # index 0 is the point itself
-
-  r_real, r_fake = radii(real), radii(fake)
-  precision = np.mean(np.any(_sq_dists(fake, real) <= r_real[None, :], axis=1))
-  recall = np.mean(np.any(_sq_dists(real, fake) <= r_fake[None, :], axis=1))
-  return float(precision), float(recall)
-
-
-def sliced_wasserstein(a, b, *, num_projections: int = 128, seed: int = 0) -> float:
-  """Sliced Wasserstein-2 between two sets of latents (equal sizes are used: the first ``min(n_a, n_b)``)."""
-  a, b = _flat(a), _flat(b)
-  n = min(len(a), len(b))
-  a, b = a[:n], b[:n]
-  dirs = np.random.default_rng(seed).standard_normal((a.shape[1], num_projections))
-  dirs /= np.linalg.norm(dirs, axis=0, keepdims=True)
-  pa, pb = np.sort(a @ dirs, axis=0), np.sort(b @ dirs, axis=0)
-  return float(np.sqrt(np.mean(np.square(pa - pb))))
-
-
-def quality(real_feat, fake_feat, real_lat, fake_lat, fake_logits=None) -> dict:
-  """FID, KID, precision, recall (features), sliced W2 (latents) and, with logits, the class entropy."""
-  p, r = precision_recall(real_feat, fake_feat)
-  out = {"fid": frechet_distance(real_feat, fake_feat), "kid": kid(real_feat, fake_feat),
-         "precision": p, "recall": r, "sw_latent": sliced_wasserstein(real_lat, fake_lat)}
-  if fake_logits is not None:
-    counts = np.bincount(np.argmax(np.asarray(fake_logits), 1), minlength=np.asarray(fake_logits).shape[1])
-    q = counts / counts.sum()
-    out["class_entropy"] = float(-np.sum(q[q > 0] * np.log(q[q > 0])))
-  return out

@@ -1,17 +1,10 @@
-"""Networks: a DiT velocity field, the latent autoencoder and the feature classifier.
+"""The DiT velocity field of latent flow matching.
 
 * :class:`DiT`: a compact Diffusion Transformer (Peebles & Xie, "Scalable
   Diffusion Models with Transformers", ICCV 2023) on latent patches with
   adaLN-Zero conditioning on ``t`` and (optionally) the class; width and depth
   are hyperparameters, so one class gives the small and the large model of the
   coarse-to-fine sampler (Briq et al., ICML 2026, Sec. 5).
-* :class:`Autoencoder`: an autoencoder whose latent grid ``[H/2^d, W/2^d, C]``
-  is the space the flow models (reconstruction: the paper uses a VQ
-  autoencoder with 8x downsampling; at 8x8 and 28x28 a fully connected one
-  suffices and is cheap on a CPU).
-* :class:`Classifier`: a small MLP; the penultimate layer gives the features
-  of the stability metric and of FID/KID/precision-recall (no downloaded
-  Inception or DINOv2 weights).
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from methods.flow_matching.config import AutoencoderConfig, ClassifierConfig, NetConfig
+from methods.flow_matching.config import NetConfig
 
 
 def timestep_embedding(t: jax.Array, dim: int, max_period: float = 10_000.0) -> jax.Array:
@@ -84,51 +77,3 @@ class DiT(nn.Module):
     z = _modulate(nn.LayerNorm(use_scale=False, use_bias=False)(z), shift, scale)
     out = nn.Dense(p * p * c, kernel_init=nn.initializers.zeros)(z)
     return out.reshape(b, gh, gw, p, p, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, h, w, c)
-
-
-class Autoencoder(nn.Module):
-  """``encode`` / ``decode`` between images ``[B, H, W, 1]`` and latents ``[B, h, w, C]``.
-
-  Fully connected (cheap on a CPU): ``H W -> hidden -> h w C`` and back, with
-  ``h = w = H / 2^downsample``; the latent is a grid of ``C`` channels that
-  the DiT patchifies like a VQ autoencoder's latent.
-  """
-
-  cfg: AutoencoderConfig
-  image_size: int
-
-  def setup(self):
-    side = self.image_size // 2**self.cfg.downsample
-    self.latent_shape = (side, side, self.cfg.latent_channels)
-    self.enc = [nn.Dense(self.cfg.channels), nn.Dense(self.cfg.channels), nn.Dense(math.prod(self.latent_shape))]
-    self.dec = [nn.Dense(self.cfg.channels), nn.Dense(self.cfg.channels), nn.Dense(self.image_size**2)]
-
-  def encode(self, x):
-    h = x.reshape(x.shape[0], -1)
-    for layer in self.enc[:-1]:
-      h = nn.silu(layer(h))
-    return self.enc[-1](h).reshape((x.shape[0],) + self.latent_shape)
-
-  def decode(self, z):
-    h = z.reshape(z.shape[0], -1)
-    for layer in self.dec[:-1]:
-      h = nn.silu(layer(h))
-    return nn.sigmoid(self.dec[-1](h)).reshape(z.shape[0], self.image_size, self.image_size, 1)
-
-  def __call__(self, x):
-    z = self.encode(x)
-    return self.decode(z), z
-
-
-class Classifier(nn.Module):
-  """Logits and penultimate features: ``[B, H, W, 1] -> ([B, 10], [B, F])`` (an MLP)."""
-
-  cfg: ClassifierConfig
-  num_classes: int = 10
-
-  @nn.compact
-  def __call__(self, x):
-    x = x.reshape(x.shape[0], -1)
-    x = nn.relu(nn.Dense(self.cfg.channels)(x))
-    f = nn.relu(nn.Dense(self.cfg.features)(x))
-    return nn.Dense(self.num_classes)(f), f

@@ -126,22 +126,6 @@ def coarse_to_fine(small: Velocity, large: Velocity, x0: jax.Array, *, t_split: 
   return integrate(large, x, start=n_small, stop=num_steps, num_steps=num_steps, solver=solver)
 
 
-def cost_model(t_split: float, cost_small: float, cost_large: float, num_steps: int | None = None) -> dict:
-  """Speedup of coarse-to-fine over the large model alone.
-
-  Returns ``{"speedup_formula": 1 / ((1 - t_s) + t_s C_s / C_l)}`` and, with
-  ``num_steps``, ``"speedup_grid"`` (the same with the grid's step counts) and
-  ``"small_steps"``. ``cost_*`` are per-forward costs (FLOPs or seconds).
-  """
-  r = cost_small / cost_large
-  out = {"speedup_formula": 1.0 / ((1.0 - t_split) + t_split * r)}
-  if num_steps is not None:
-    n = small_steps(t_split, num_steps)
-    out["small_steps"] = n
-    out["speedup_grid"] = num_steps / ((num_steps - n) + n * r)
-  return out
-
-
 # Dopri5 evaluates the field 6 times per attempted step (7 stages, first-same-as-last) plus once at the start.
 DOPRI5_FORWARDS_PER_STEP = 6
 

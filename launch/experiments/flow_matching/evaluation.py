@@ -1,22 +1,20 @@
-"""Sampling and evaluation of the ``flow_matching`` experiment (identical noise for every model).
+"""Evaluation of the ``flow_matching`` experiment under the protocol of :mod:`methods.flow_matching.evaluation`.
 
-Every model samples the same noise ``x0`` (one per held-out image; the labels
-of class-conditional models are the held-out labels) with one jitted
-coarse-to-fine sampler, sharded over the sample batch: a large model alone is
-``t_split = 0``, a small one ``t_split = 1``. Samples are decoded by the
-autoencoder and embedded by the classifier; quality is measured against the
-training images, with the held-out images as the floor. Coarse-to-fine uses
-the ``coarse`` model (trained on ``t < coarse_t_max``) for ``t < t_split`` and
-``large_s0`` after, at every split of ``t_split_sweep`` (with
-``sampler.t_split`` and 0); :func:`choose_t_split` states the comparable-quality
-rule and picks the reported split (``c2f_choice.t_split``).
+Fixed before any result (the config's ``protocol`` section): every model
+samples the same validation and test noises (``fold_in(key(seed), 999)``);
+FID / KID are computed in the frozen feature network's features against the
+generative split; every model has ``seeds`` training seeds and is reported as
+the mean over seeds with a Student-t interval; two models are compared by the
+per-seed paired difference (seed ``s`` of both shares autoencoder ``s`` and
+the noises). Coarse-to-fine runs the small model for ``t < t_split`` and the
+large one after; ``t_split`` is the largest split whose mean FID and KID on
+the validation noises are within the fixed margins of the large model's (and
+every smaller split's too), and its quality is reported on the test noises.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-import time
 from typing import NamedTuple
 
 import jax
@@ -25,289 +23,183 @@ import numpy as np
 
 from launch import mesh as mesh_lib
 from launch.configs import flow_matching as fm_config
-from launch.experiments.flow_matching import report
 from launch.experiments.flow_matching import training
 from methods import flow_matching as fm
+from methods.flow_matching import autoencoder, costs, evaluation, feature_net, guidance, samplers
 
 
-def _two_stage_program(small_apply, large_apply, steps: int, solver: str):
-  """The launch-side coarse-to-fine program of the fixed-step solvers.
+class Env(NamedTuple):
+  """What every evaluation shares: the frozen networks, per-seed autoencoders and scales, noises, real features."""
 
-  ``(small_params, large_params, x0 [B, ...], y [B], n_small) -> x1``: the
-  small model takes grid steps ``0 .. n_small - 1`` (``n_small`` traced, so one
-  compilation serves every split), the large one the rest of the
-  ``steps``-step uniform grid.
-  """
+  hp: fm_config.Hp
+  feat: dict  # feature-network params
+  ae: list  # per seed: autoencoder params
+  scales: list  # per seed: latent scale
+  real: np.ndarray  # [M, F] features of the generative split
+  noises: evaluation.NoiseSets
+  channels: int  # image channels
 
-  def fn(ps, pl, x0, y, n_small):
-    x = fm.samplers.integrate(lambda x, t: small_apply(ps, x, t, y), x0, start=0, stop=n_small,
-                              num_steps=steps, solver=solver)
-    return fm.samplers.integrate(lambda x, t: large_apply(pl, x, t, y), x, start=n_small, stop=steps,
-                                 num_steps=steps, solver=solver)
 
-  return fn
+def make_env(config, hp: fm_config.Hp, state: training.RunState, data: training.Data, scales) -> Env:
+  feat = state.features.params
+  real = np.asarray(feature_net.embed(feat, jnp.asarray(data.gen_x), hp=hp.features)[1])
+  lat = training.latent_shape(hp, data)
+  noises = evaluation.noise_sets(jax.random.fold_in(jax.random.key(config.seed), 999), lat, hp.protocol.num_samples)
+  ae = [training.seed_params(state.autoencoders.params, s) for s in range(hp.run.seeds)]
+  return Env(hp, feat, ae, list(scales), real, noises, data.gen_x.shape[-1])
 
 
 @functools.lru_cache(maxsize=None)
-def sampler_fn(small: fm.NetConfig, large: fm.NetConfig, flow: fm.FlowConfig, sampler: fm.SamplerConfig, mesh):
-  """``(small_params, large_params, x0 [B, ...], y [B], t_split) -> (x1, (nfe_small, nfe_large))``, ``B`` sharded.
-
-  Fixed-step solvers: one jitted program for every ``t_split`` (the number of
-  small steps is traced). ``dopri5``: one jitted program per ``t_split`` (the
-  segment ends are static); its NFE are read back from the device.
-  """
-  _, small_apply = fm.core.make_velocity(small, flow)
-  _, large_apply = fm.core.make_velocity(large, flow)
-  sh, rep = mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)
-  steps, solver = sampler.steps, sampler.solver
-  if solver in fm.samplers.FORWARDS_PER_STEP:
-    per = fm.samplers.FORWARDS_PER_STEP[solver]
-    jfn = jax.jit(_two_stage_program(small_apply, large_apply, steps, solver), in_shardings=(rep, rep, sh, sh, rep),
-                  out_shardings=sh)
-
-    def fixed(ps, pl, x0, y, t_split):
-      k = fm.samplers.small_steps(t_split, steps)
-      return jfn(ps, pl, x0, y, jnp.int32(k)), (k * per, (steps - k) * per)
-
-    return fixed
-  compiled = {}
-
-  def adaptive(ps, pl, x0, y, t_split):
-    if t_split not in compiled:
-      def fn(ps, pl, x0, y):
-        return fm.samplers.coarse_to_fine_solve(lambda x, t: small_apply(ps, x, t, y),
-                                                lambda x, t: large_apply(pl, x, t, y), x0, sampler,
-                                                t_split=t_split, split_nfe=True)
-
-      compiled[t_split] = jax.jit(fn, in_shardings=(rep, rep, sh, sh), out_shardings=(sh, (rep, rep)))
-    x, (ns, nl) = compiled[t_split](ps, pl, x0, y)
-    return x, (int(ns), int(nl))
-
-  return adaptive
+def c2f_fn(small: fm.NetConfig, large: fm.NetConfig, flow: fm.FlowConfig, steps: int, solver: str):
+  """Jitted ``(small_params, large_params, x0 [B, ...], t_split) -> x1``: one program for every split."""
+  _, sa = fm.core.make_velocity(small, flow)
+  _, la = fm.core.make_velocity(large, flow)
+  return jax.jit(lambda ps, pl, x0, t: samplers.coarse_to_fine(
+      lambda x, s: sa(ps, x, s), lambda x, s: la(pl, x, s), x0, t_split=t, num_steps=steps, solver=solver))
 
 
-def forward_flops(net: fm.NetConfig, flow: fm.FlowConfig, params, x, y) -> float:
-  """XLA's FLOP count of one velocity evaluation on the batch ``x``."""
+@functools.lru_cache(maxsize=None)
+def guided_fn(net: fm.NetConfig, flow: fm.FlowConfig, steps: int, solver: str):
+  """Jitted ``(params, x0, y, w) -> x1`` of classifier-free guidance (one program for every ``w``)."""
   _, apply = fm.core.make_velocity(net, flow)
-  cost = jax.jit(apply).lower(params, x, jnp.zeros(x.shape[0]), y).compile().cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  return float(cost.get("flops", math.nan))
+  return jax.jit(lambda p, x0, y, w: guidance.sample_guided(apply, p, x0, y, scale=w, null_label=flow.num_classes,
+                                                            num_steps=steps, solver=solver))
 
 
-def _embed(hp, aux, z_scaled, scale, image_size):
-  z = jnp.asarray(z_scaled) / scale
-  img = np.asarray(fm.auxiliary.decode(aux.autoencoder, z, cfg=hp.autoencoder, image_size=image_size))
-  logits, feats = fm.auxiliary.classify(aux.classifier, img, cfg=hp.classifier)
-  return {"lat": np.asarray(z_scaled).reshape(len(img), -1), "img": img, "feat": np.asarray(feats),
-          "logits": np.asarray(logits)}
+@functools.lru_cache(maxsize=None)
+def _stacked_fn(net: fm.NetConfig, flow: fm.FlowConfig, steps: int, solver: str):
+  _, apply = fm.core.make_velocity(net, flow)
+  one = lambda p, x0: samplers.sample(lambda x, t: apply(p, x, t), x0, num_steps=steps, solver=solver)  # noqa: E731
+  return jax.jit(jax.vmap(one, in_axes=(0, None)))
 
 
-def _se(x):
-  x = np.asarray(x, np.float64)
-  return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+def score(env: Env, s: int, x1, *, images: bool = False) -> dict:
+  """FID, KID, features and logits (and decoded images) of latents ``x1`` decoded by autoencoder ``s``."""
+  hp = env.hp
+  q = evaluation.sample_quality(x1, env.real, scale=env.scales[s], ae_params=env.ae[s], ae_hp=hp.autoencoder,
+                                feat_params=env.feat, feat_hp=hp.features, protocol=hp.protocol,
+                                image_channels=env.channels, seed=s)
+  out = {"fid": q.fid, "kid": q.kid, "feat": q.features, "logits": q.logits, "lat": np.asarray(x1)}
+  if images:
+    out["img"] = np.asarray(autoencoder.decode(env.ae[s], x1 / env.scales[s], hp=hp.autoencoder,
+                                               image_channels=env.channels))
+  return out
 
 
-class Models(NamedTuple):
-  """Every trained model and what each samples from: the same noise and labels."""
-
-  params: dict  # member name -> (arch, EMA params)
-  fns: dict  # "small" | "coarse" -> sampler_fn of that architecture first, the large one after
-  x0: jax.Array  # [B, *latent] noise, B = held-out images padded to the mesh, sharded
-  y: jax.Array  # [B] labels (the held-out ones), sharded
-  test_y: np.ndarray  # [n_eval] held-out labels
-  n_eval: int  # held-out images (samples kept per model)
-  size: int  # image side
-
-
-def _models(config, hp: fm_config.Hp, groups, states, data, latent_shape, mesh) -> Models:
-  """The noise ``x0 ~ N(0, I)`` from ``fold_in(key(seed), 999)``, the samplers and every member's weights."""
-  n_eval, size = len(data["test_y"]), data["test_x"].shape[1]
-  b = mesh_lib.padded_size(n_eval, mesh)
-  x0 = jax.random.normal(jax.random.fold_in(jax.random.key(config.seed), 999), (b,) + tuple(latent_shape))
-  y = np.concatenate([data["test_y"], data["test_y"][: b - n_eval]]).astype(np.int32)
-  sh = mesh_lib.data_sharding(mesh)
-  x0, yd = jax.device_put(x0, sh), jax.device_put(jnp.asarray(y), sh)
-  fns = {a: sampler_fn(hp.net(a), hp.large, hp.flow, hp.sampler, mesh) for a in ("small", "coarse")}
-  params = {}
-  for g, s in zip(groups, states):
-    for i, m in enumerate(g.members):
-      params[m.name] = (g.arch, training.member_params(s, i))
-  return Models(params, fns, x0, yd, data["test_y"], n_eval, size)
+def curve_fn(env: Env, group: training.Group, ema) -> np.ndarray:
+  """``[P]`` training-curve FIDs of a group's members on the first ``curve_samples`` validation noises."""
+  hp, p = env.hp, jax.tree.leaves(ema)[0].shape[0]
+  out = np.zeros(p, np.float32)
+  if group.conditional:
+    return out
+  x0 = env.noises.val[:hp.run.curve_samples]
+  fn = _stacked_fn(hp.net(group.arch), hp.flow, hp.sampler.steps, hp.sampler.solver)
+  x1 = np.asarray(fn(jax.tree.map(lambda a: jnp.asarray(np.asarray(mesh_lib.to_host(a))), ema), x0))
+  for i, m in enumerate(group.members):
+    q = evaluation.sample_quality(jnp.asarray(x1[i]), env.real, scale=env.scales[m.seed], ae_params=env.ae[m.seed],
+                                  ae_hp=hp.autoencoder, feat_params=env.feat, feat_hp=hp.features,
+                                  protocol=hp.protocol, image_channels=env.channels)
+    out[i] = q.fid
+  return out
 
 
-def _sample_alone(hp: fm_config.Hp, aux, models: Models, ref_small, ref_large, scale) -> tuple[dict, dict]:
-  """``(samples, nfe)`` of every model alone: large ones at ``t_split = 0``, small / coarse ones at 1."""
-  nfe = {}
-
-  def draw(name):
-    arch, p = models.params[name]
-    if arch == "large":
-      out, n = models.fns["small"](ref_small, p, models.x0, models.y, 0.0)
-    else:
-      out, n = models.fns[arch](p, ref_large, models.x0, models.y, 1.0)
-    nfe[name] = sum(n)
-    return np.asarray(mesh_lib.to_host(out))[:models.n_eval]
-
-  samples = {name: _embed(hp, aux, draw(name), scale, models.size) for name in models.params}
-  return samples, nfe
+def interval(values, level: float) -> dict:
+  i = evaluation.mean_interval(values, level=level)
+  return {"mean": i.mean, "lo": i.lo, "hi": i.hi, "se": i.se, "n": i.n, "per_seed": [float(v) for v in values]}
 
 
-def _quality(real, s) -> dict:
-  return fm.metrics.quality(real["feat"], s["feat"], real["lat"], s["lat"], s["logits"])
+def paired(a, b, level: float) -> dict:
+  i = evaluation.paired_difference(a, b, level=level)
+  return {"mean": i.mean, "lo": i.lo, "hi": i.hi, "se": i.se, "n": i.n}
 
 
-def _real(hp: fm_config.Hp, aux, data, z_train, scale) -> tuple[dict, dict, dict]:
-  """The training set's features and latents, the held-out set's quality and the auxiliary networks' scores."""
-  size = data["test_x"].shape[1]
-  real = {"lat": (z_train * scale).reshape(len(z_train), -1), "feat": None}
-  _, real["feat"] = fm.auxiliary.classify(aux.classifier, data["train_x"], cfg=hp.classifier)
-  real["feat"] = np.asarray(real["feat"])
-  z_test = fm.auxiliary.encode(aux.autoencoder, data["test_x"], cfg=hp.autoencoder, image_size=size)
-  test_logits, test_feat = fm.auxiliary.classify(aux.classifier, data["test_x"], cfg=hp.classifier)
-  accuracy = float(np.mean(np.argmax(np.asarray(test_logits), 1) == data["test_y"]))
-  rec = fm.auxiliary.decode(aux.autoencoder, z_test, cfg=hp.autoencoder, image_size=size)
-  heldout = fm.metrics.quality(real["feat"], np.asarray(test_feat), real["lat"],
-                               np.asarray(z_test).reshape(len(data["test_y"]), -1) * scale, np.asarray(test_logits))
-  scores = {"classifier_accuracy": accuracy,
-            "autoencoder_test_mse": float(np.mean(np.square(np.asarray(rec) - data["test_x"])))}
-  return real, heldout, scores
+def auxiliary_scores(env: Env, data: training.Data) -> dict:
+  """Feature-network test accuracy; per seed the held-out reconstruction MSE and the FID of reconstructions."""
+  hp, lv = env.hp, env.hp.protocol.level
+  acc = float(feature_net.accuracy(env.feat, jnp.asarray(data.test_x), jnp.asarray(data.test_y), hp=hp.features))
+  test_feat = np.asarray(feature_net.embed(env.feat, jnp.asarray(data.test_x), hp=hp.features)[1])
+  mse, rec_fid = [], []
+  for s, ae in enumerate(env.ae):
+    mse.append(float(jnp.mean(autoencoder.reconstruction_mse(ae, jnp.asarray(data.test_x), hp=hp.autoencoder))))
+    rec = autoencoder.reconstruct(ae, jnp.asarray(data.gen_x), hp=hp.autoencoder)
+    rec_fid.append(evaluation.fid(env.real, np.asarray(feature_net.embed(env.feat, rec, hp=hp.features)[1])))
+  return {"feature_test_accuracy": acc, "reconstruction_mse_held_out": interval(mse, lv),
+          "fid_reconstructions": interval(rec_fid, lv),
+          "fid_held_out_real": evaluation.fid(env.real, test_feat), "n_held_out_real": int(len(test_feat))}
 
 
-def _stability(config, by_name, samples) -> tuple[dict, list, list]:
-  """Paired stability of the model pairs; returns it, the large models' seed names and the small models'."""
-  large = [m.name for m in by_name["large"].members]
-  seeds = [m for m in large if "_random" not in m]
-  pairs = {f"{a} vs {c}": (a, c) for i, a in enumerate(seeds) for c in seeds[i + 1:]}
-  pairs.update({f"{seeds[0]} vs {m}": (seeds[0], m) for m in large if "_random" in m})
-  smalls = [m.name for m in by_name["small"].members if m.name != "degraded"]
-  pairs[f"{seeds[0]} vs {smalls[0]}"] = (seeds[0], smalls[0])
-  if len(smalls) > 1:
-    pairs[f"{smalls[0]} vs {smalls[1]}"] = (smalls[0], smalls[1])
-  pairs[f"{seeds[0]} vs degraded"] = (seeds[0], "degraded")
-  return {k: _paired(samples[a], samples[b], config.seed) for k, (a, b) in pairs.items()}, seeds, smalls
+def _params(groups, state: training.RunState) -> dict:
+  return {m.name: training.member_params(st, i) for g, st in zip(groups, state.groups) for i, m in enumerate(g.members)}
 
 
-def _paired(sa, sb, seed) -> dict:
-  return fm.metrics.stability(sa["feat"], sb["feat"], sa["lat"], sb["lat"], sa["img"], sb["img"], seed=seed)
+def sample_unconditional(env: Env, groups, params: dict) -> dict:
+  """Test-noise samples of every unconditional model alone (large at ``t_split = 0``, small at 1)."""
+  hp = env.hp
+  fn = c2f_fn(hp.small, hp.large, hp.flow, hp.sampler.steps, hp.sampler.solver)
+  out = {}
+  for g in groups:
+    if g.conditional:
+      continue
+    for m in g.members:
+      ref_small, ref_large = params[f"small_s{m.seed}"], params[f"large_s{m.seed}"]
+      x1 = (fn(params[m.name], ref_large, env.noises.test, 1.0) if g.arch == "small"
+            else fn(ref_small, params[m.name], env.noises.test, 0.0))
+      out[m.name] = score(env, m.seed, x1, images=True)
+  return out
 
 
-def _timed(fn, args, repeats):
-  """``(output, seconds)``: the best of ``repeats`` timed calls after one that may compile."""
-  times = []
-  for _ in range(repeats + 1):
-    t0 = time.perf_counter()
-    out = fn(*args)
-    jax.block_until_ready(out[0])
-    times.append(time.perf_counter() - t0)
-  return out, min(times[1:])
+def coarse_to_fine(env: Env, params: dict, alone: dict) -> dict:
+  """Validation FID / KID per split and seed, the split chosen at the fixed margin, its test quality and costs."""
+  hp, rc, pr = env.hp, env.hp.run, env.hp.protocol
+  fn = c2f_fn(hp.small, hp.large, hp.flow, hp.sampler.steps, hp.sampler.solver)
+  ts = sorted(rc.t_splits)
+  fid_val, kid_val = np.zeros((rc.seeds, len(ts))), np.zeros((rc.seeds, len(ts)))
+  for s in range(rc.seeds):
+    for j, t in enumerate(ts):
+      q = score(env, s, fn(params[f"small_s{s}"], params[f"large_s{s}"], env.noises.val, t))
+      fid_val[s, j], kid_val[s, j] = q["fid"], q["kid"]
+  choice = evaluation.choose_t_split(ts, fid_val, kid_val, fid_val[:, 0], kid_val[:, 0], fid_margin=pr.fid_margin,
+                                     kid_margin=pr.kid_margin)
+  test = [score(env, s, fn(params[f"small_s{s}"], params[f"large_s{s}"], env.noises.test, choice.t_split),
+                images=True) for s in range(rc.seeds)]
+  fid_l = [alone[f"large_s{s}"]["fid"] for s in range(rc.seeds)]
+  kid_l = [alone[f"large_s{s}"]["kid"] for s in range(rc.seeds)]
+  lat = tuple(env.noises.val.shape[1:])
+  fs, fl = costs.dit_flops(hp.small, lat), costs.dit_flops(hp.large, lat)
+  rows = []
+  for j, t in enumerate(ts):
+    cost = costs.coarse_to_fine_cost(t, num_steps=hp.sampler.steps, solver=hp.sampler.solver, small_flops=fs,
+                                     large_flops=fl)
+    rows.append({"t_split": t, "fid_val": interval(fid_val[:, j], pr.level), "kid_val": interval(kid_val[:, j],
+                 pr.level), "fid_ratio": float(choice.fid_ratio[j]), "kid_ratio": float(choice.kid_ratio[j]),
+                 "passes": bool(choice.passes[j]), "small_forwards": cost.small_forwards,
+                 "large_forwards": cost.large_forwards, "speedup_flops": cost.speedup})
+  chosen = rows[choice.index]
+  return {"rows": rows, "t_split": choice.t_split, "speedup_flops": chosen["speedup_flops"],
+          "fid_test": interval([q["fid"] for q in test], pr.level),
+          "kid_test": interval([q["kid"] for q in test], pr.level),
+          "fid_test_minus_large": paired([q["fid"] for q in test], fid_l, pr.level),
+          "kid_test_minus_large": paired([q["kid"] for q in test], kid_l, pr.level),
+          "fid_ratio_test": float(np.mean([q["fid"] for q in test]) / np.mean(fid_l)),
+          "kid_ratio_test": float(np.mean([q["kid"] for q in test]) / np.mean(kid_l)),
+          "rule": f"mean FID <= (1 + {pr.fid_margin:g}) x large's and mean KID <= (1 + {pr.kid_margin:g}) x large's "
+                  f"on the validation noises, at this split and every smaller one"}, test
 
 
-def _coarse_to_fine(config, hp: fm_config.Hp, aux, models: Models, samples, nfe, real, large0, small0, scale):
-  """One row per evaluated split: quality, stability to ``large0``, NFE, FLOP cost model, wall clock.
-
-  The coarse model (trained on ``t < coarse_t_max``) samples ``t < t_split``,
-  ``large0`` the rest; ``small_s0`` as the first stage instead gives
-  ``fid_small_first``. Adds each split's samples to ``samples``; returns the
-  rows and the FLOPs of one forward of each architecture.
-  """
-  rc, steps = hp.run, hp.sampler.steps
-  ref_small, ref_large = (models.params[n][1] for n in (small0, large0))
-  pc, fn = models.params["coarse"][1], models.fns["coarse"]
-  x_dummy = jnp.zeros((models.n_eval,) + models.x0.shape[1:])
-  flops = {a: forward_flops(hp.net(a), hp.flow, p, x_dummy, jnp.asarray(models.test_y))
-           for a, p in (("small", ref_small), ("large", ref_large), ("coarse", pc))}
-  c2f, (_, base_time) = [], _timed(fn, (pc, ref_large, models.x0, models.y, 0.0), rc.timing_repeats)
-  for ts in sorted(set(rc.t_split_sweep) | {hp.sampler.t_split, 0.0}):  # the config's t_split is always evaluated
-    (out, (n_small, n_large)), wall = _timed(fn, (pc, ref_large, models.x0, models.y, ts), rc.timing_repeats)
-    s = _embed(hp, aux, np.asarray(mesh_lib.to_host(out))[:models.n_eval], scale, models.size)
-    samples[f"c2f_{ts:g}"] = s
-    first = models.fns["small"](ref_small, ref_large, models.x0, models.y, ts)[0]
-    via_small = _embed(hp, aux, np.asarray(mesh_lib.to_host(first))[:models.n_eval], scale, models.size)
-    c2f.append({"t_split": ts, "small_steps": fm.samplers.small_steps(ts, steps), **_quality(real, s),
-                "fid_small_first": _quality(real, via_small)["fid"],
-                "stability_to_large": _paired(samples[large0], s, config.seed),
-                **fm.samplers.cost_model(ts, flops["coarse"], flops["large"], steps),
-                "nfe_small": n_small, "nfe_large": n_large,
-                "speedup_flops": nfe[large0] * flops["large"] / (n_small * flops["coarse"] + n_large * flops["large"]),
-                "wall_s": wall})
-  base_time = min([base_time] + [r["wall_s"] for r in c2f if r["t_split"] == 0])  # large alone, best timing
-  for r in c2f:
-    r["speedup_wall"] = base_time / r["wall_s"]
-  return c2f, flops
-
-
-def _reduction(rc: fm_config.Run, by_name, q, subsets) -> dict:
-  """Mean and SE over seeds of each (criterion, fraction) of the data-reduction models."""
-  reduction = {}
-  if "reduction" not in by_name:
-    return reduction
-  for f in rc.reduction_fractions:
-    for c in rc.reduction_criteria:
-      names = [m.name for m in by_name["reduction"].members if m.fraction == f and m.criterion == c]
-      per = {k: [q[nm][k] for nm in names] for k in ("fid", "kid", "precision", "recall", "sw_latent")}
-      reduction[f"{c}@{f:g}"] = {"criterion": c, "fraction": f, "size": len(subsets[names[0]]),
-                                 **{k: float(np.mean(v)) for k, v in per.items()},
-                                 **{f"{k}_se": _se(v) for k, v in per.items()}, "fid_per_seed": per["fid"]}
-  return reduction
-
-
-def evaluate(config, hp: fm_config.Hp, groups, states, aux, data, z_train, scale, subsets, ctx) -> dict:
-  """Samples every model, computes every table; returns the results dict (figures written)."""
-  rc, latent_shape = hp.run, z_train.shape[1:]
-  models = _models(config, hp, groups, states, data, latent_shape, ctx.mesh)
-  by_name = {g.name: g for g in groups}
-  ref_small = models.params[by_name["small"].members[0].name][1]
-  ref_large = models.params[by_name["large"].members[0].name][1]
-  samples, nfe = _sample_alone(hp, aux, models, ref_small, ref_large, scale)
-  real, heldout, aux_scores = _real(hp, aux, data, z_train, scale)
-  q = {"real_heldout": heldout, **{name: _quality(real, s) for name, s in samples.items()}}
-  stability, seeds, smalls = _stability(config, by_name, samples)
-  large0, small0 = seeds[0], smalls[0]
-  c2f, flops = _coarse_to_fine(config, hp, aux, models, samples, nfe, real, large0, small0, scale)
-  choice = choose_t_split(c2f, q, real["feat"], samples[large0]["feat"], large0, seeds, rc)
-  t0 = time.perf_counter()
-  x_dummy = jnp.zeros((models.n_eval,) + tuple(latent_shape))
-  jax.block_until_ready(fm.auxiliary.decode(aux.autoencoder, x_dummy, cfg=hp.autoencoder, image_size=models.size))
-  decode_s = time.perf_counter() - t0
-  sizes = {a: int(sum(x.size for x in jax.tree.leaves(models.params[n][1])))
-           for a, n in (("small", small0), ("large", large0), ("coarse", "coarse"))}
-  results = {
-      "dataset": config.dataset, "n_train": int(len(z_train)), "n_eval": models.n_eval,
-      "latent_shape": list(latent_shape), "latent_scale": scale, **aux_scores,
-      "sampler": {"solver": hp.sampler.solver, "steps": hp.sampler.steps, "nfe_large": nfe[large0], "nfe": nfe},
-      "flops_per_forward": flops, "params": sizes,
-      "coarse_t_max": rc.coarse_t_max, "quality": q, "stability": stability, "coarse_to_fine": c2f,
-      "c2f_choice": choice, "decode_s": decode_s,
-      "reduction": _reduction(rc, by_name, q, subsets),
-  }
-  report.make_figures(results, samples, data, rc, ctx.writer, large0, small0)
-  return results
-
-
-def choose_t_split(c2f, q, real_feat, large_feat, large0, seeds, rc) -> dict:
-  """The comparable-quality rule and the t_split it picks.
-
-  Coarse-to-fine at ``t_split`` has quality comparable to the large model
-  alone iff ``FID(c2f) <= FID(large) + k SE``, ``k = comparable_se``, where
-  ``SE`` is the bootstrap standard error of the large model's FID (its
-  generated set resampled ``bootstrap`` times; the real set fixed). The chosen
-  split (``t_split`` of the returned dict, ``c2f_choice.t_split`` in the
-  results) is the largest evaluated split ``<= coarse_t_max`` (the coarse model
-  is trained up to there) with comparable quality. The FID gap between the
-  large models of different training seeds is reported beside it.
-  """
-  boot = fm.metrics.fid_bootstrap(real_feat, large_feat, num=rc.bootstrap, seed=0)
-  se = float(np.std(boot, ddof=1))
-  fid = q[large0]["fid"]
-  threshold = fid + rc.comparable_se * se
-  for r in c2f:
-    r["comparable"] = bool(r["fid"] <= threshold)
-  ok = [r for r in c2f if r["comparable"] and r["t_split"] <= rc.coarse_t_max]
-  best = max(ok, key=lambda r: r["t_split"])
-  return {"rule": f"FID <= FID({large0}) + {rc.comparable_se:g} SE (bootstrap, {rc.bootstrap} resamples); "
-                  f"largest t_split <= coarse_t_max = {rc.coarse_t_max:g}",
-          "fid_large": fid, "fid_se": se, "threshold": threshold,
-          "seed_gap": max(abs(q[s]["fid"] - fid) for s in seeds),
-          "t_split": best["t_split"], "fid": best["fid"], "kid": best["kid"],
-          "speedup_wall": best["speedup_wall"], "speedup_flops": best["speedup_flops"]}
-
+def model_costs(env: Env, data: training.Data, params: dict) -> dict:
+  """Parameters, forward FLOPs per sample and training FLOPs of every network."""
+  hp = env.hp
+  lat, img = tuple(env.noises.val.shape[1:]), tuple(data.gen_x.shape[1:])
+  out = {}
+  for arch in ("large", "small"):
+    f = costs.dit_flops(hp.net(arch), lat)
+    out[arch] = {"params": costs.param_count(params[f"{arch}_s0"]), "forward_flops": f,
+                 "training_flops": costs.training_flops(f, steps=hp.run.flow_steps, batch_size=hp.flow.batch_size),
+                 "training_steps": hp.run.flow_steps}
+  enc, dec = costs.autoencoder_flops(hp.autoencoder, img)
+  out["autoencoder"] = {"params": costs.param_count(env.ae[0]), "forward_flops": enc + dec,
+                        "training_flops": costs.training_flops(enc + dec, steps=hp.autoencoder.steps,
+                                                               batch_size=hp.autoencoder.batch_size)}
+  out["feature_net"] = {"params": costs.param_count(env.feat),
+                        "forward_flops": costs.feature_net_flops(hp.features, img)}
+  return out

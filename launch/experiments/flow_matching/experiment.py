@@ -1,19 +1,20 @@
-"""Experiment ``flow_matching``: stability of latent flow matching, coarse-to-fine sampling, data reduction.
+"""Experiment ``flow_matching``: latent flow matching on MNIST under an evaluation protocol fixed in advance.
 
 Config: ``launch/configs/flow_matching.py``. Briq et al., "Exploring and
 Exploiting Stability in Latent Flow Matching" (ICML 2026). The run:
 
-1. prepares the TFDS builder ``small_images`` and reads the train/test split;
-2. trains the feature classifier and the latent autoencoder (checkpoint step 1);
-3. trains the groups of velocity models, each chunk checkpointed
+1. reads the images and splits them, class-stratified, into generative /
+   feature / feature-test parts (:func:`training.load_data`);
+2. trains the frozen feature network and one convolutional autoencoder per
+   seed (checkpoint step 1);
+3. trains the groups of flows on the scaled latents, one checkpoint per chunk
    (:mod:`launch.experiments.flow_matching.training`);
-4. samples every model from identical noise and evaluates
-   (:mod:`launch.experiments.flow_matching.evaluation`).
+4. samples every model from the same noises and evaluates
+   (:mod:`~launch.experiments.flow_matching.evaluation`,
+   :mod:`~launch.experiments.flow_matching.studies`).
 
 A run killed at any moment resumes from its last checkpoint and ends with
-bit-identical parameters (``results.json`` has a SHA-256 per group). A NaN in
-a loss stops the run naming the model and training step; the last good
-checkpoint is kept.
+bit-identical parameters (``results.json`` has a SHA-256 per group).
 """
 
 from __future__ import annotations
@@ -26,27 +27,45 @@ import numpy as np
 from launch.configs import flow_matching as fm_config
 from launch.experiments.flow_matching import evaluation
 from launch.experiments.flow_matching import report
+from launch.experiments.flow_matching import studies
 from launch.experiments.flow_matching import training
 from launch.runtime import Context, Experiment
-from methods import flow_matching as fm
 
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
-  """Trains every group (resuming), evaluates, writes figures; returns ``results.json``'s content."""
+  """Trains every model (resuming), evaluates, writes figures; returns ``results.json``'s content."""
   start = time.perf_counter()
   hp = fm_config.hparams_of(config)
-  data = training.load_data(config, ctx.workdir)
+  data = training.load_data(config)
   groups = training.groups_of(hp.run)
-  side = data["train_x"].shape[1] // 2**hp.autoencoder.downsample
-  latent_shape = (side, side, hp.autoencoder.latent_channels)
-  step, state = training.restore_or_start(config, hp, groups, data, latent_shape, ctx)
-  aux = state.aux
-  z_train, scale = training.latents_of(hp, aux, data["train_x"])
-  _, features = fm.auxiliary.classify(aux.classifier, data["train_x"], cfg=hp.classifier)
-  states, subsets = training.train_groups(config, hp, groups, state, step, latent_shape, z_train * scale,
-                                          data["train_y"], np.asarray(features), ctx)
-  results = evaluation.evaluate(config, hp, groups, states, aux, data, z_train, scale, subsets, ctx)
-  results["param_digest"] = {g.name: training.digest(s) for g, s in zip(groups, states)}
+  step, state = training.restore_or_start(config, hp, groups, data, ctx)
+  zs, scales = training.latents(hp, state, data)
+  env = evaluation.make_env(config, hp, state, data, scales)
+  state, rows = training.train_groups(config, hp, groups, state, step, zs, data.gen_y,
+                                      lambda g, ema: evaluation.curve_fn(env, g, ema), ctx)
+  params = {m.name: training.member_params(st, i) for g, st in zip(groups, state.groups)
+            for i, m in enumerate(g.members)}
+  curves = {m.name: np.asarray(c)[i] for g, c in zip(groups, state.curves) for i, m in enumerate(g.members)}
+  alone = evaluation.sample_unconditional(env, groups, params)
+  c2f, c2f_test = evaluation.coarse_to_fine(env, params, alone)
+  lv = hp.protocol.level
+  quality = {prefix: {"fid": evaluation.interval([alone[f"{prefix}_s{s}"]["fid"] for s in range(hp.run.seeds)], lv),
+                      "kid": evaluation.interval([alone[f"{prefix}_s{s}"]["kid"] for s in range(hp.run.seeds)], lv)}
+             for prefix in ("large", "large_alt", "small")}
+  results = {
+      "dataset": config.dataset, "seeds": hp.run.seeds, "num_samples": hp.protocol.num_samples,
+      "splits": {"generative": len(data.gen_y), "feature": len(data.feat_y), "feature_test": len(data.test_y)},
+      "latent_shape": list(zs[0].shape[1:]), "tokens": int(np.prod(zs[0].shape[1:3])) // hp.large.patch**2,
+      "sampler": {"solver": hp.sampler.solver, "steps": hp.sampler.steps},
+      "protocol": {"fid_margin": hp.protocol.fid_margin, "kid_margin": hp.protocol.kid_margin, "level": lv},
+      **evaluation.auxiliary_scores(env, data),
+      "quality": quality, "coarse_to_fine": c2f, "costs": evaluation.model_costs(env, data, params),
+      "reduction": studies.reduction(env, groups, alone, curves, rows) if hp.run.reduction_fractions else [],
+      "stability": studies.stability(env, groups, alone),
+      "conditional": studies.conditional(env, groups, params),
+      "param_digest": {g.name: training.digest(s) for g, s in zip(groups, state.groups)},
+  }
+  report.make_figures(results, alone, c2f_test, data, hp, ctx.writer)
   results["wall_time_s"] = time.perf_counter() - start
   return results
 

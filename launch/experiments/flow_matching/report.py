@@ -1,180 +1,189 @@
-"""Tables and figures of the ``flow_matching`` experiment."""
+"""Tables and figures of the ``flow_matching`` experiment (every number with its interval over seeds)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-QUALITY_KEYS = ("fid", "kid", "precision", "recall", "sw_latent", "class_entropy")
+
+def _g(x, nd=3):
+  return "nan" if x is None or not np.isfinite(x) else f"{x:.{nd}g}"
 
 
-def _f(x, nd=3):
-  return "nan" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{nd}g}"
+def _ci(i, nd=3):
+  """``mean [lo, hi]`` of an interval dict."""
+  return f"{_g(i['mean'], nd)} [{_g(i['lo'], nd)}, {_g(i['hi'], nd)}]"
 
 
-def _rows_quality(results):
-  q = results["quality"]
-  names = ["real_heldout"] + [k for k in q if k != "real_heldout" and not any(
-      t in k for t in ("_cluster", "_loss", "_gradient", "_kcenter", "_herding", "small_random"))]
-  return [[n] + [_f(q[n].get(k)) for k in QUALITY_KEYS] for n in names]
+def _header(r):
+  c = r["costs"]
+  return (f"{r['dataset']}: generative / feature / feature-test split {r['splits']['generative']} / "
+          f"{r['splits']['feature']} / {r['splits']['feature_test']} images; {r['seeds']} training seeds per model "
+          f"(each with its own autoencoder); {r['num_samples']} samples per model and noise set (validation and "
+          f"test noises shared by every model); latents {r['latent_shape']} ({r['tokens']} DiT tokens); "
+          f"{r['sampler']['solver']} x {r['sampler']['steps']} steps. Feature network (FID / KID features) test "
+          f"accuracy {r['feature_test_accuracy']:.3f}. Autoencoder: held-out reconstruction MSE "
+          f"{_ci(r['reconstruction_mse_held_out'])}, FID of reconstructions {_ci(r['fid_reconstructions'])} (the "
+          f"floor of any flow); held-out real images ({r['n_held_out_real']}): FID {_g(r['fid_held_out_real'])}. "
+          f"Parameters large {c['large']['params']:,} / small {c['small']['params']:,}. Intervals: "
+          f"{round(100 * r['protocol']['level'])}% Student-t over seeds.")
 
 
-def _rows_stability(results):
+def _rows_quality(r):
+  return [[name, _ci(q["fid"]), _ci(q["kid"])] for name, q in r["quality"].items()]
+
+
+def _rows_c2f(r):
+  c = r["coarse_to_fine"]
+  return [[f"{x['t_split']:g}", f"{x['small_forwards']} + {x['large_forwards']}", _ci(x["fid_val"]),
+           _ci(x["kid_val"]), f"{x['fid_ratio']:.3f}", f"{x['kid_ratio']:.3f}",
+           "yes" if x["passes"] else "no", f"{x['speedup_flops']:.2f}x"] for x in c["rows"]]
+
+
+def c2f_note(r) -> str:
+  c, k = r["coarse_to_fine"], r["costs"]
+  return (f"Comparable quality (fixed before the runs): {c['rule']}. Chosen t_split = {c['t_split']:g} "
+          f"({c['speedup_flops']:.2f}x fewer sampling FLOPs than the large model alone). On the test noises: FID "
+          f"{_ci(c['fid_test'])} (ratio to large {c['fid_ratio_test']:.3f}; paired difference "
+          f"{_ci(c['fid_test_minus_large'])}), KID {_ci(c['kid_test'])} (ratio {c['kid_ratio_test']:.3f}; paired "
+          f"difference {_ci(c['kid_test_minus_large'])}). Costs: forward FLOPs per sample large "
+          f"{k['large']['forward_flops']:.3g} / small {k['small']['forward_flops']:.3g}; training FLOPs large "
+          f"{k['large']['training_flops']:.3g} / small {k['small']['training_flops']:.3g} (each "
+          f"{k['large']['training_steps']} steps), autoencoder {k['autoencoder']['training_flops']:.3g} (shared). "
+          "Wall-clock speedups: `make bench`.")
+
+
+def _rows_reduction(r):
   out = []
-  for pair, s in results["stability"].items():
-    out.append([pair, f"{s['cosine']:.3f} ({s['cosine_shuffled']:.3f})",
-                f"{s['latent_rel_l2']:.3f} ({s['latent_rel_l2_shuffled']:.3f})",
-                f"{s['psnr']:.1f} ({s['psnr_shuffled']:.1f})", f"{s['nn_match']:.3f} ({s['nn_match_shuffled']:.3f})"])
+  for x in r["reduction"]:
+    d = x.get("fid_minus_random") or x.get("fid_minus_full")
+    dk = x.get("kid_minus_random") or x.get("kid_minus_full")
+    ref = "random" if "fid_minus_random" in x else ("full" if d else "")
+    out.append([f"{x['fraction']:g}", x["criterion"], str(x["rows"]), _ci(x["fid"]), _ci(x["kid"]),
+                f"{_ci(d)} ({ref})" if d else "", f"{_ci(dk)} ({ref})" if dk else "", str(x["steps_to_quality"])])
   return out
 
 
-def _rows_c2f(results):
-  return [[f"{r['t_split']:g}", f"{r['nfe_small']} + {r['nfe_large']}", _f(r["fid"]), _f(r["kid"]),
-           "yes" if r["comparable"] else "no", _f(r["fid_small_first"]),
-           f"{r['stability_to_large']['cosine']:.3f}",
-           "identical" if r["stability_to_large"]["pixel_mse"] == 0 else f"{r['stability_to_large']['psnr']:.1f}",
-           f"{r['speedup_flops']:.2f}x", f"{r['speedup_wall']:.2f}x"] for r in results["coarse_to_fine"]]
-
-
-def c2f_note(results) -> str:
-  """The comparable-quality rule, its numbers and the chosen split."""
-  c = results["c2f_choice"]
-  return (f"Comparable quality: {c['rule']}: threshold {c['fid_large']:.3g} + {c['threshold'] - c['fid_large']:.3g}"
-          f" = {c['threshold']:.3g} (SE {c['fid_se']:.2g}; FID gap between large-model training seeds "
-          f"{c['seed_gap']:.2g}). Chosen t_split = {c['t_split']:g}: FID {c['fid']:.3g}, KID {c['kid']:.3g}, "
-          f"speedup {c['speedup_wall']:.2f}x wall clock ({c['speedup_flops']:.2f}x FLOPs) against the large model "
-          f"alone at equal steps.")
-
-
-def _rows_reduction(results):
-  red = results["reduction"]
+def _rows_stability(r):
   out = []
-  for key, r in red.items():
-    base = red.get(f"random@{r['fraction']:g}")
-    delta = "" if base is None or r["criterion"] == "random" else (
-        f"{r['fid'] - base['fid']:+.3g} ± {np.hypot(r['fid_se'], base['fid_se']):.2g}")
-    out.append([f"{r['fraction']:g}", r["criterion"], str(r["size"]), f"{r['fid']:.3g} ± {r['fid_se']:.2g}",
-                delta, f"{r['kid']:.3g} ± {r['kid_se']:.2g}", f"{r['precision']:.3f}", f"{r['recall']:.3f}"])
+  for x in r["stability"]:
+    out.append([x["pair"], f"{_g(x['fid_large']['mean'])} / {_g(x['fid_other']['mean'])}"]
+               + [f"{_ci(x[k])} ({_g(x[k + '_shuffled']['mean'])})" for k in ("cosine", "latent_rel_l2", "psnr",
+                                                                            "nn_match")])
   return out
+
+
+def _rows_conditional(r):
+  return [[x["labels"], f"{x['fraction']:g}", f"{x['scale']:g}", _ci(x["accuracy"]),
+           _ci(x["accuracy_minus_random"]) if "accuracy_minus_random" in x else "", _ci(x["fid"]), _ci(x["kid"])]
+          for x in r["conditional"]]
 
 
 HEADERS = {
-    "quality": ["model", "FID", "KID", "precision", "recall", "SW latent", "class entropy"],
-    "stability": ["pair (identical noise)", "cosine (shuffled)", "latent rel L2 (shuffled)", "PSNR dB (shuffled)",
-                  "NN match (shuffled)"],
-    "c2f": ["t_split", "NFE coarse + large", "FID", "KID", "comparable", "FID, small_s0 first", "cosine to large",
-            "PSNR to large", "speedup FLOPs", "speedup wall"],
-    "reduction": ["fraction", "criterion", "rows", "FID ± SE", "FID - random", "KID ± SE", "precision", "recall"],
+    "quality": ["model (test noises)", "FID", "KID"],
+    "c2f": ["t_split", "forwards small + large", "FID (val)", "KID (val)", "FID / large", "KID / large",
+            "comparable", "speedup FLOPs"],
+    "reduction": ["fraction", "criterion", "rows", "FID", "KID", "FID paired difference", "KID paired difference",
+                  "steps to quality"],
+    "stability": ["pair (same test noises)", "FID large / other", "feature cosine (shuffled)",
+                  "latent rel. L2 (shuffled)", "PSNR dB (shuffled)", "NN match (shuffled)"],
+    "conditional": ["labels chosen by", "labelled", "guidance w", "conditional accuracy", "accuracy - random",
+                    "FID", "KID"],
 }
 
 
-def _header(results):
-  return (f"{results['dataset']}: {results['n_train']} training images, {results['n_eval']} samples per model; "
-          f"classifier test accuracy {results['classifier_accuracy']:.3f}; latents {results['latent_shape']}; "
-          f"{results['sampler']['solver']} x {results['sampler']['steps']} steps; "
-          f"params small {results['params']['small']:,} / coarse {results['params']['coarse']:,} / "
-          f"large {results['params']['large']:,}")
-
-
-def _sections(results):
-  out = [("Quality (classifier features; real_heldout = floor, degraded = deliberately bad)", "quality",
-          _rows_quality(results)),
-         ("Stability: paired metrics from identical noise (shuffled-pairing baseline)", "stability",
-          _rows_stability(results)),
-         (f"Coarse-to-fine (coarse model, trained on t < {results['coarse_t_max']:g} only, for t < t_split; "
-          "large_s0 after)", "c2f", _rows_c2f(results))]
-  if results["reduction"]:
-    out.append(("Data reduction (mean ± SE over seeds)", "reduction", _rows_reduction(results)))
+def _sections(r):
+  out = [("Quality of each model alone", "quality", _rows_quality(r)),
+         ("Coarse-to-fine: small model for t < t_split, large after (validation noises)", "c2f", _rows_c2f(r))]
+  if r["reduction"]:
+    out.append(("Data reduction on the large model (100% row: all data; paired differences against random at the "
+                "same fraction, or against all data)", "reduction", _rows_reduction(r)))
+  out.append(("Stability beside quality (large_s vs another model of the same seed; shuffled pairing in "
+              "parentheses)", "stability", _rows_stability(r)))
+  if r["conditional"]:
+    out.append(("Class-conditional flows with classifier-free guidance, labels kept on a subset chosen by each "
+                "criterion", "conditional", _rows_conditional(r)))
   return out
+
+
+def _table(head, rows, md):
+  if md:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(x) + " |" for x in rows]
+  widths = [max(len(str(x[i])) for x in [head] + rows) for i in range(len(head))]
+  return ["  ".join(h.ljust(w) for h, w in zip(head, widths))] + [
+      "  ".join(str(c).ljust(w) for c, w in zip(x, widths)) for x in rows]
 
 
 def format_tables(results: dict) -> str:
   lines = [_header(results)]
   for title, key, rows in _sections(results):
-    head = HEADERS[key]
-    widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
-    lines += ["", title, "  ".join(h.ljust(w) for h, w in zip(head, widths))]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines += ["", title] + _table(HEADERS[key], rows, False)
     if key == "c2f":
       lines.append(c2f_note(results))
   return "\n".join(lines)
 
 
 def markdown(results: dict) -> str:
-  lines = [_header(results) + "."]
+  lines = [_header(results)]
   for title, key, rows in _sections(results):
-    lines += ["", f"**{title}**", "", "| " + " | ".join(HEADERS[key]) + " |",
-              "|" + "---|" * len(HEADERS[key])]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", f"**{title}**", ""] + _table(HEADERS[key], rows, True)
     if key == "c2f":
       lines += ["", c2f_note(results)]
   return "\n".join(lines) + "\n"
 
 
-def make_figures(results, samples, data, rc, writer, large0, small0) -> None:
-  """``sample_grid.png`` (identical noise across models), ``t_split_curves.png``, ``data_reduction.png``."""
+def headline(results: dict) -> str:
+  """The README's table: quality of each model alone and coarse-to-fine at the chosen split."""
+  r = results
+  lines = _table(HEADERS["quality"], _rows_quality(r), True)
+  return "\n".join(lines) + "\n\n" + c2f_note(r) + "\n"
+
+
+def make_figures(results, alone, c2f_test, data, hp, writer) -> None:
+  """``sample_grid.png`` (the same test noises across models), ``t_split_curves.png``, ``data_reduction.png``."""
   # matplotlib is heavy; it is imported only when figures are written.
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  rows = [("real (held-out)", data["test_x"])]
-  names = [large0] + [n for n in samples if n.startswith("large_") and n != large0]
-  rows += [(n, samples[n]["img"]) for n in names + [small0, "degraded"]]
-  rows += [(n, samples[n]["img"]) for n in samples if n.startswith("c2f_")]
-  cols = min(rc.grid_columns, len(data["test_x"]))
+  rows = [("real (held-out)", data.test_x)] + [(n, alone[n]["img"]) for n in ("large_s0", "large_alt_s0",
+                                                                               "small_s0")]
+  rows.append((f"c2f t_split {results['coarse_to_fine']['t_split']:g}", c2f_test[0]["img"]))
+  rows += [(n, alone[n]["img"]) for n in alone if n.endswith("_s0") and n.startswith(("random", "loss"))][:2]
+  cols = min(hp.run.grid_columns, len(data.test_x), hp.protocol.num_samples)
   fig, axes = plt.subplots(len(rows), cols, figsize=(cols * 0.8, len(rows) * 0.85), squeeze=False)
-  for r, (label, imgs) in enumerate(rows):
-    for c in range(cols):
-      ax = axes[r, c]
-      ax.imshow(np.asarray(imgs[c]), cmap="gray_r", vmin=0, vmax=1)
-      ax.set_xticks([])
-      ax.set_yticks([])
-    axes[r, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=7)
-  fig.subplots_adjust(top=1 - 0.35 / fig.get_figheight(), hspace=0.15, wspace=0.1)
-  fig.suptitle("Samples from identical noise (column = noise)", fontsize=9, y=1 - 0.1 / fig.get_figheight())
+  for i, (label, imgs) in enumerate(rows):
+    for j in range(cols):
+      img = np.asarray(imgs[j])
+      axes[i, j].imshow(img[..., 0] if img.shape[-1] == 1 else img, cmap="gray_r", vmin=0, vmax=1)
+      axes[i, j].set_xticks([])
+      axes[i, j].set_yticks([])
+    axes[i, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=7)
+  fig.suptitle("Samples from the same test noises (column = noise; real row: held-out images)", fontsize=9)
   writer.save_figure(fig, "sample_grid")
 
-  c2f = results["coarse_to_fine"]
-  ts = [r["t_split"] for r in c2f]
-  fig, ax = plt.subplots(1, 3, figsize=(11, 3))
-  ax[0].plot(ts, [r["fid"] for r in c2f], "o-", label="coarse model first")
-  ax[0].plot(ts, [r["fid_small_first"] for r in c2f], "x--", label="small_s0 first")
-  ax[0].axhline(results["c2f_choice"]["threshold"], ls="--", c="r", lw=0.8, label="comparable-quality limit")
-  ax[0].axhline(results["quality"]["real_heldout"]["fid"], ls=":", c="k", label="held-out real")
-  ax[0].set(xlabel="t_split", ylabel="FID (classifier features)")
-  ax[0].legend(fontsize=7)
-  ax[1].plot(ts, [r["stability_to_large"]["cosine"] for r in c2f], "o-", label="paired")
-  ax[1].plot(ts, [r["stability_to_large"]["cosine_shuffled"] for r in c2f], "x--", label="shuffled")
-  ax[1].set(xlabel="t_split", ylabel="cosine to large model")
-  ax[1].legend(fontsize=7)
-  ax[2].plot(ts, [r["speedup_flops"] for r in c2f], "o-", label="FLOP cost model")
-  ax[2].plot(ts, [r["speedup_wall"] for r in c2f], "s-", label="wall clock")
-  ax[2].set(xlabel="t_split", ylabel="speedup vs large alone")
-  ax[2].legend(fontsize=7)
+  c2f = results["coarse_to_fine"]["rows"]
+  ts = [x["t_split"] for x in c2f]
+  fig, ax = plt.subplots(1, 2, figsize=(8, 3))
+  for k, (key, label) in enumerate((("fid_val", "FID"), ("kid_val", "KID"))):
+    m = np.array([x[key]["mean"] for x in c2f])
+    ax[k].errorbar(ts, m, yerr=[m - [x[key]["lo"] for x in c2f], [x[key]["hi"] for x in c2f] - m], fmt="o-",
+                   capsize=2, label="coarse-to-fine (validation)")
+    margin = results["protocol"]["fid_margin" if k == 0 else "kid_margin"]
+    ax[k].axhline((1 + margin) * m[0], ls="--", c="r", lw=0.8, label="fixed margin")
+    ax[k].set(xlabel="t_split (small model before)", ylabel=f"{label} (feature network)")
+    ax[k].legend(fontsize=7)
   fig.tight_layout()
   writer.save_figure(fig, "t_split_curves")
 
   red = results["reduction"]
   if red:
-    fracs = sorted({r["fraction"] for r in red.values()}, reverse=True)
-    crits = list(dict.fromkeys(r["criterion"] for r in red.values()))
-    fig, ax = plt.subplots(figsize=(0.45 * len(crits) * len(fracs) + 2, 3))
-    w = 0.8 / len(fracs)
-    for j, f in enumerate(fracs):
-      vals = [red[f"{c}@{f:g}"] for c in crits]
-      ax.bar(np.arange(len(crits)) + j * w, [v["fid"] for v in vals], w, yerr=[v["fid_se"] for v in vals],
-             label=f"{f:g} of the data", capsize=2)
-    ax.set_xticks(np.arange(len(crits)) + w * (len(fracs) - 1) / 2)
-    ax.set_xticklabels(crits, rotation=20, fontsize=7)
-    ax.set_ylabel("FID (mean ± SE over seeds)")
-    ax.legend(fontsize=7)
+    fig, ax = plt.subplots(figsize=(max(4, 0.6 * len(red)), 3))
+    m = np.array([x["fid"]["mean"] for x in red])
+    ax.bar(range(len(red)), m, yerr=[m - [x["fid"]["lo"] for x in red], [x["fid"]["hi"] for x in red] - m],
+           capsize=2)
+    ax.set_xticks(range(len(red)))
+    ax.set_xticklabels([f"{x['criterion']} {x['fraction']:g}" for x in red], rotation=30, fontsize=7)
+    ax.set_ylabel("FID, large model (interval over seeds)")
     fig.tight_layout()
     writer.save_figure(fig, "data_reduction")
-
-
-def headline(results: dict) -> str:
-  """The README's table: coarse-to-fine sampling, its quality and speedup per split."""
-  lines = ["| " + " | ".join(HEADERS["c2f"]) + " |", "|" + "---|" * len(HEADERS["c2f"])]
-  lines += ["| " + " | ".join(r) + " |" for r in _rows_c2f(results)]
-  return "\n".join(lines) + "\n\n" + c2f_note(results) + "\n"

@@ -1,17 +1,24 @@
-"""Training of the ``flow_matching`` experiment: the groups of velocity models, the auxiliary networks.
+"""Training of the ``flow_matching`` experiment: data, feature network, autoencoders, groups of flows.
 
-A group is one architecture and step count; its members (seeds, data
-subsets) are vmapped and sharded over the mesh's ``data`` axis,
-``chunk_steps`` steps per jitted ``lax.scan``, each chunk checkpointed
-(global step ``1 + chunks before + chunk``; step 1 holds the auxiliary
-networks). The groups, in training order: ``large`` (training seeds and
-random data fractions), ``small`` (capacity, and ``degraded``: a deliberately
-bad model trained on a tiny random subset), ``coarse`` (the first stage of
-coarse-to-fine sampling: the ``coarse`` architecture trained on
-``t ~ U[0, coarse_t_max]`` only) and ``reduction`` (every scoring criterion x
-fraction x seed; subsets chosen with the full-data seed-0 model and the
-classifier features). A NaN in a loss stops the run naming the model and
-training step; the last good checkpoint is kept.
+Checkpoint step 1 holds the frozen feature network (trained once, on the
+feature split) and one convolutional autoencoder per seed (vmapped, on the
+generative split). Then the flow groups train in order, ``chunk_steps`` steps
+per jitted ``lax.scan`` and one checkpoint per chunk; a group's members
+(seeds, data subsets) are vmapped and sharded over the mesh's ``data`` axis:
+
+* ``large``: per seed ``s`` the large DiT on all of the generative split
+  (``large_s{s}``) and a second one with other flow weights and batches on the
+  same autoencoder (``large_alt_s{s}``: the "other seed" of stability);
+* ``small``: the small DiT (``small_s{s}``), the coarse model of coarse-to-fine;
+* ``reduction``: the large DiT on each criterion's subset at each fraction,
+  scored with ``large_s{s}`` (loss, gradient) and the latents (clusters);
+* ``conditional``: class-conditional large DiTs whose labels are kept only on
+  a subset chosen by each criterion (``all``: every label).
+
+Seed ``s`` of every model shares autoencoder ``s``. After each chunk a
+training-curve FID on the first ``curve_samples`` validation noises is
+stored in the checkpoint (steps to quality). A NaN in a loss stops the run
+naming the model and training step; the last good checkpoint is kept.
 """
 
 from __future__ import annotations
@@ -19,74 +26,110 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from datasets import images as image_data
+from datasets.images import builder as image_builder
+from datasets.images import splits
+from datasets.images import tfds_catalog
 from launch import checkpoint as ckpt_lib
 from launch import mesh as mesh_lib
 from launch import metrics as metrics_lib
 from launch.configs import flow_matching as fm_config
 from launch.runtime import Context
 from methods import flow_matching as fm
-from methods.flow_matching import scoring
+from methods.flow_matching import autoencoder, feature_net, guidance, scoring
+
+
+class Data(NamedTuple):
+  """The protocol's disjoint class-stratified parts (images ``[N, H, W, C]`` in [0, 1], labels ``[N]``)."""
+
+  gen_x: np.ndarray  # autoencoder and flows
+  gen_y: np.ndarray
+  feat_x: np.ndarray  # feature network training
+  feat_y: np.ndarray
+  test_x: np.ndarray  # feature-network accuracy, held-out reconstruction error
+  test_y: np.ndarray
+
+
+def load_data(config) -> Data:
+  """Reads ``config.dataset`` and splits it (:data:`datasets.images.splits.PROTOCOL_PARTS`, fixed seed)."""
+  if config.dataset == "mnist5k":
+    x, y = image_builder.raw_arrays("mnist5k")
+    x = x[..., None]
+  else:
+    if not config.data_dir:
+      raise ValueError(f"'data_dir': dataset {config.dataset!r} is read from a TFDS data dir; "
+                       + tfds_catalog.PREPARE_HINT.format(name=config.dataset, data_dir="DATA"))
+    limit = config.max_images or None
+    parts = [tfds_catalog.load(config.dataset, s, config.data_dir, limit=limit) for s in ("train", "test")]
+    x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+  idx = splits.stratified_split(np.asarray(y, np.int64))
+  y = np.asarray(y, np.int32)
+  return Data(*(a[idx[p]] for p in ("generative", "feature", "feature_test") for a in (x, y)))
 
 
 class Member(NamedTuple):
-  """One velocity model: ``arch`` trained ``steps`` steps on a subset chosen by ``criterion``."""
+  """One flow model: trained on the latents of autoencoder ``seed``, its weights and batches from ``flow_seed``."""
 
   name: str
-  arch: str  # "small" | "large"
-  fraction: float
-  criterion: str
   seed: int
+  flow_seed: int
+  fraction: float  # kept rows (reduction) or kept labels (conditional)
+  criterion: str  # "" for all rows / labels
 
 
 class Group(NamedTuple):
   name: str
-  arch: str
-  steps: int
+  arch: str  # "large" | "small"
+  conditional: bool
   members: tuple
 
 
-class AuxParams(NamedTuple):
-  classifier: dict
-  autoencoder: dict
-
-
-class RunState(NamedTuple):
-  """Everything a checkpoint holds: the auxiliary networks and every group's (stacked) training state."""
-
-  aux: AuxParams
-  groups: tuple  # one fm.TrainState per group, leading axis = padded members
-
-
-def member_name(arch, fraction, criterion, seed):
-  return f"{arch}_{criterion}{int(round(100 * fraction))}_s{seed}" if fraction < 1 else f"{arch}_s{seed}"
-
-
-def groups_of(rc: fm_config.Run) -> list[Group]:
-  """The training groups in the order they train."""
-  large = [Member(member_name("large", 1.0, "", s), "large", 1.0, "random", s) for s in range(rc.stability_seeds)]
-  large += [Member(member_name("large", f, "random", 0), "large", f, "random", 0) for f in rc.stability_fractions]
-  small = [Member(member_name("small", 1.0, "", s), "small", 1.0, "random", s) for s in range(rc.small_seeds)]
-  small.append(Member("degraded", "small", rc.degraded_fraction, "random", 0))
-  out = [Group("large", "large", rc.train_steps, tuple(large)), Group("small", "small", rc.train_steps, tuple(small)),
-         Group("coarse", "coarse", rc.coarse_steps, (Member("coarse", "coarse", 1.0, "random", 0),))]
-  if rc.reduction_seeds:
-    red = [Member(member_name(rc.reduction_arch, f, c, s), rc.reduction_arch, f, c, s)
-           for f in rc.reduction_fractions for c in rc.reduction_criteria for s in range(rc.reduction_seeds)]
-    out.append(Group("reduction", rc.reduction_arch, rc.reduction_steps, tuple(red)))
+def groups_of(rc) -> list[Group]:
+  """The training groups in the order they train (``rc``: the root config)."""
+  seeds = range(rc.seeds)
+  large = [Member(f"large_s{s}", s, s, 1.0, "") for s in seeds]
+  large += [Member(f"large_alt_s{s}", s, 1000 + s, 1.0, "") for s in seeds]
+  out = [Group("large", "large", False, tuple(large)),
+         Group("small", "small", False, tuple(Member(f"small_s{s}", s, s, 1.0, "") for s in seeds))]
+  if rc.reduction_fractions:
+    red = [Member(f"{c}{round(100 * f)}_s{s}", s, s, f, c)
+           for f in rc.reduction_fractions for c in rc.reduction_criteria for s in seeds]
+    out.append(Group("reduction", "large", False, tuple(red)))
+  if rc.conditional:
+    cond = [Member(f"cond_{c or 'all'}_s{s}", s, s, rc.labelled_fraction if c else 1.0, c)
+            for c in tuple(rc.reduction_criteria) + ("",) for s in seeds]
+    out.append(Group("conditional", "large", True, tuple(cond)))
   return out
 
 
-def flow_of(hp: fm_config.Hp, arch: str) -> fm.FlowConfig:
-  """The training config of ``arch``: the coarse model draws ``t ~ U[0, coarse_t_max]``."""
-  return dataclasses.replace(hp.flow, t_max=hp.run.coarse_t_max) if arch == "coarse" else hp.flow
+def flow_of(hp: fm_config.Hp, group: Group) -> fm.FlowConfig:
+  return dataclasses.replace(hp.flow, class_conditional=group.conditional)
+
+
+class RunState(NamedTuple):
+  """Everything a checkpoint holds."""
+
+  features: fm.FitState  # the frozen feature network
+  autoencoders: fm.FitState  # leading axis [seeds]
+  groups: tuple  # one fm.TrainState per group, leading axis [P] = padded members
+  curves: tuple  # one [P, chunks] float32 per group: training-curve FID after each chunk (0: not yet)
+
+
+def _image_shape(data: Data) -> tuple:
+  return tuple(data.gen_x.shape[1:])
+
+
+def latent_shape(hp: fm_config.Hp, data: Data) -> tuple:
+  return autoencoder.latent_shape(_image_shape(data), hp.autoencoder)
+
+
+def _chunks(hp: fm_config.Hp) -> int:
+  return hp.run.flow_steps // hp.run.chunk_steps
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,39 +140,91 @@ def chunk_fn(net: fm.NetConfig, flow: fm.FlowConfig, num_steps: int, mesh):
   return jax.jit(fn, in_shardings=(sh,) * 5, out_shardings=(sh, sh))
 
 
-@functools.lru_cache(maxsize=None)
-def _init_fn(net: fm.NetConfig, flow: fm.FlowConfig, latent_shape: tuple, mesh):
-  fn = jax.vmap(functools.partial(fm.core.init, latent_shape=latent_shape, net=net, flow=flow))
-  return jax.jit(fn, in_shardings=mesh_lib.data_sharding(mesh), out_shardings=mesh_lib.data_sharding(mesh))
+def _init_states(hp, group: Group, latent, keys):
+  init = jax.vmap(functools.partial(fm.core.init, latent_shape=tuple(latent), net=hp.net(group.arch),
+                                    flow=flow_of(hp, group)))
+  return init(keys)
 
 
-def _member_keys(seed: int, group_index: int, p: int, purpose: int):
-  base = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), group_index), purpose)
-  return jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(p))
+def _padded(group: Group, mesh) -> int:
+  return mesh_lib.padded_size(len(group.members), mesh)
 
 
-def _sharded(x, mesh):
-  x = np.asarray(x)
-  return mesh_lib.global_array(x.shape, mesh_lib.data_sharding(mesh), lambda idx: x[idx])
+def _keys(config, gi: int, group: Group, mesh, purpose: int):
+  """``[P]`` keys ``fold_in(fold_in(fold_in(key(seed), purpose), group), flow_seed)`` (padding: flow seed 0)."""
+  p = _padded(group, mesh)
+  seeds = [m.flow_seed for m in group.members] + [0] * (p - len(group.members))
+  base = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), purpose), gi)
+  keys = jnp.stack([jax.random.fold_in(base, s) for s in seeds])
+  return jax.device_put(keys, mesh_lib.data_sharding(mesh))
 
 
-def init_group(config, hp: fm_config.Hp, group: Group, gi: int, latent_shape, mesh):
-  """``[P]`` initial states; member ``i`` of group ``gi`` draws its weights from its own seed's key."""
-  p = mesh_lib.padded_size(len(group.members), mesh)
-  seeds = [m.seed for m in group.members] + [0] * (p - len(group.members))
-  keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), gi), s) for s in seeds])
-  keys = jax.device_put(keys, mesh_lib.data_sharding(mesh))
-  return _init_fn(hp.net(group.arch), flow_of(hp, group.arch), tuple(latent_shape), mesh)(keys)
+def template(config, hp: fm_config.Hp, groups, data: Data, mesh) -> RunState:
+  """Zeros of the checkpoint's shapes (restore target; groups not yet trained are saved as these)."""
+  img, latent, sh = _image_shape(data), latent_shape(hp, data), mesh_lib.data_sharding(mesh)
+  feat = jax.eval_shape(lambda: feature_net.init(jax.random.key(0), img, hp=hp.features))
+  ae = jax.eval_shape(jax.vmap(lambda k: autoencoder.init(k, img, hp=hp.autoencoder)),
+                      jax.random.split(jax.random.key(0), hp.run.seeds))
+  zeros = functools.partial(jax.tree.map, lambda a: jnp.zeros(a.shape, a.dtype))
+  states = []
+  for g in groups:
+    keys = jax.ShapeDtypeStruct((_padded(g, mesh),), jax.random.key(0).dtype)
+    abstract = jax.eval_shape(lambda k, g=g: _init_states(hp, g, latent, k), keys)
+    states.append(jax.tree.map(lambda a: jax.device_put(jnp.zeros(a.shape, a.dtype), sh), abstract))
+  curves = tuple(np.zeros((_padded(g, mesh), _chunks(hp)), np.float32) for g in groups)
+  return RunState(zeros(feat), zeros(ae), tuple(states), curves)
 
 
-def zeros_like_group(hp: fm_config.Hp, group: Group, latent_shape, mesh):
-  """Placeholder of a group's state (restore target and checkpoint content before it trains)."""
-  p = mesh_lib.padded_size(len(group.members), mesh)
-  init = jax.vmap(functools.partial(fm.core.init, latent_shape=tuple(latent_shape), net=hp.net(group.arch),
-                                    flow=flow_of(hp, group.arch)))
-  abstract = jax.eval_shape(init, jax.ShapeDtypeStruct((p,), jax.random.key(0).dtype))
-  sh = mesh_lib.data_sharding(mesh)
-  return jax.tree.map(lambda a: jax.device_put(jnp.zeros(a.shape, a.dtype), sh), abstract)
+def _check_fit(name: str, losses) -> None:
+  bad = np.argwhere(~np.isfinite(np.asarray(losses)))
+  if bad.size:
+    raise ckpt_lib.NonFiniteError(1, [f"{name} loss at training step {int(bad[0][-1]) + 1}"], None)
+
+
+def train_auxiliary(config, hp: fm_config.Hp, data: Data) -> tuple[fm.FitState, fm.FitState]:
+  """The feature network (key ``fold_in(key(seed), 101)``) and one autoencoder per seed (``102``, then ``s``)."""
+  key, img = jax.random.key(config.seed), _image_shape(data)
+  kf = jax.random.fold_in(key, 101)
+  feat = feature_net.init(jax.random.fold_in(kf, 0), img, hp=hp.features)
+  feat, m = jax.jit(functools.partial(feature_net.train_chunk, num_steps=hp.features.steps, hp=hp.features))(
+      feat, jnp.asarray(data.feat_x), jnp.asarray(data.feat_y), jax.random.fold_in(kf, 1))
+  _check_fit("feature network", m["loss"])
+  ka = jax.random.fold_in(key, 102)
+  keys = jnp.stack([jax.random.fold_in(ka, s) for s in range(hp.run.seeds)])
+  ae = jax.vmap(lambda k: autoencoder.init(jax.random.fold_in(k, 0), img, hp=hp.autoencoder))(keys)
+  train = functools.partial(autoencoder.train_chunk, num_steps=hp.autoencoder.steps, hp=hp.autoencoder)
+  ae, m = jax.jit(jax.vmap(lambda s, k: train(s, jnp.asarray(data.gen_x), jax.random.fold_in(k, 1))))(ae, keys)
+  _check_fit("autoencoder", m["loss"])
+  return feat, ae
+
+
+def seed_params(stacked, s: int):
+  """Member ``s`` of a stacked parameter tree (on the host)."""
+  return jax.tree.map(lambda x: jnp.asarray(np.asarray(mesh_lib.to_host(x))[s]), stacked)
+
+
+def latents(hp: fm_config.Hp, state: RunState, data: Data) -> tuple[list, list]:
+  """Per seed: the scaled latents ``[N, h, w, C]`` of the generative split and the scale (``1 / std``)."""
+  zs, scales = [], []
+  for s in range(hp.run.seeds):
+    z = autoencoder.encode(seed_params(state.autoencoders.params, s), jnp.asarray(data.gen_x), hp=hp.autoencoder)
+    scale = float(autoencoder.latent_scale(z))
+    zs.append(np.asarray(z) * scale)
+    scales.append(scale)
+  return zs, scales
+
+
+def restore_or_start(config, hp: fm_config.Hp, groups, data: Data, ctx: Context) -> tuple[int, RunState]:
+  """``(step, RunState)``: the last checkpoint, or a new state with the auxiliary networks trained (step 1)."""
+  initial = template(config, hp, groups, data, ctx.mesh)
+  step, state, _ = ctx.restore_or(initial) if ctx.latest_step() else (0, initial, None)
+  if step == 0:
+    feat, ae = train_auxiliary(config, hp, data)
+    state = state._replace(features=feat, autoencoders=ae)
+    ctx.save(1, state, force=True)
+    ctx.writer.log(1, stage="auxiliary")
+    step = 1
+  return step, state
 
 
 def digest(tree) -> str:
@@ -140,145 +235,108 @@ def digest(tree) -> str:
   return h.hexdigest()
 
 
-def _train_aux(config, hp: fm_config.Hp, data) -> AuxParams:
-  """The classifier and the autoencoder, trained (keys ``fold_in(key(seed), 101 | 102)``)."""
-  key = jax.random.key(config.seed)
-  clf = fm.auxiliary.train_classifier(jax.random.fold_in(key, 101), data["train_x"], data["train_y"], cfg=hp.classifier)
-  ae = fm.auxiliary.train_autoencoder(jax.random.fold_in(key, 102), data["train_x"], cfg=hp.autoencoder)
-  for name, s in (("classifier", clf), ("autoencoder", ae)):
-    bad = np.nonzero(~np.isfinite(np.asarray(s.losses)))[0]
-    if bad.size:
-      raise ckpt_lib.NonFiniteError(1, [f"{name} loss at training step {int(bad[0]) + 1}"], None)
-  return AuxParams(clf.params, ae.params)
+def member_params(state: fm.TrainState, i: int):
+  """EMA weights of member ``i`` of a stacked group state (on the host)."""
+  return seed_params(state.ema, i)
 
 
-def latents_of(hp: fm_config.Hp, aux: AuxParams, images) -> tuple[np.ndarray, float]:
-  """Unscaled latents of ``images`` and the scale factor ``1 / std`` (computed on the training images)."""
-  z = np.asarray(fm.auxiliary.encode(aux.autoencoder, images, cfg=hp.autoencoder, image_size=images.shape[1]))
-  return z, float(1.0 / np.std(z))
-
-
-def subset_indices(config, hp: fm_config.Hp, member: Member, n: int, features, scores) -> np.ndarray:
-  """Training rows of ``member`` (all rows for fraction 1)."""
-  if member.fraction >= 1.0:
-    return np.arange(n)
-  size = scoring.subset_size(n, member.fraction)
-  s = hp.scoring
-  return scoring.select(member.criterion, size, features=features, scores=scores.get(member.criterion),
-                        seed=config.seed * 1000 + member.seed, num_clusters=s.num_clusters,
-                        kmeans_iters=s.kmeans_iters, keep=s.keep, herding_bandwidth=s.herding_bandwidth, num_rows=n)
-
-
-def reduction_scores(config, hp: fm_config.Hp, rc: fm_config.Run, ref_params, z1, labels) -> dict:
-  """Loss and gradient scores of every training row under the full-data seed-0 model of ``reduction_arch``."""
-  key = jax.random.fold_in(jax.random.key(config.seed), 777)
-  net, out = hp.net(rc.reduction_arch), {}
-  if "loss" in rc.reduction_criteria:
+def scores_of(config, hp: fm_config.Hp, large_state, z, labels, s: int) -> dict:
+  """Loss and gradient scores of every generative row under ``large_s{s}`` (key ``fold_in(key(seed), 777)``)."""
+  key = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), 777), s)
+  params, out, sc = member_params(large_state, s), {}, hp.scoring
+  crit = hp.run.reduction_criteria
+  z, labels = jnp.asarray(z), jnp.asarray(labels)
+  if "loss" in crit:
     out["loss"] = np.asarray(jax.jit(functools.partial(
-        fm.core.loss_scores, net=net, flow=hp.flow, num_times=hp.scoring.loss_times,
-        num_draws=hp.scoring.loss_draws))(ref_params, z1, labels, key))
-  if "gradient" in rc.reduction_criteria:
+        fm.core.loss_scores, net=hp.large, flow=hp.flow, num_times=sc.loss_times, num_draws=sc.loss_draws))(
+            params, z, labels, key))
+  if "gradient" in crit:
     out["gradient"] = np.asarray(jax.jit(functools.partial(
-        fm.core.grad_scores, net=net, flow=hp.flow, num_draws=hp.scoring.grad_draws))(
-            ref_params, z1, labels, jax.random.fold_in(key, 1)))
+        fm.core.grad_scores, net=hp.large, flow=hp.flow, num_draws=sc.grad_draws))(
+            params, z, labels, jax.random.fold_in(key, 1)))
   return out
 
 
-def load_data(config, workdir: str) -> dict:
-  """Train and test images ``[N, H, W]`` and labels ``[N]`` of ``config.dataset`` (TFDS builder small_images)."""
-  data_dir = config.data_dir or os.path.join(workdir, "data")
-  image_data.prepare(config.dataset, data_dir)
-  train_x, train_y = image_data.load(config.dataset, "train", data_dir)
-  test_x, test_y = image_data.load(config.dataset, "test", data_dir)
-  return {"train_x": train_x, "train_y": train_y, "test_x": test_x, "test_y": test_y}
+def subset(config, hp: fm_config.Hp, member: Member, z, scores: dict) -> np.ndarray:
+  """Rows chosen by ``member.criterion`` at ``member.fraction`` (clusters / k-center / herding on the latents)."""
+  n = len(z)
+  if not member.criterion:
+    return np.arange(n)
+  sc = hp.scoring
+  return scoring.select(member.criterion, scoring.subset_size(n, member.fraction), features=z.reshape(n, -1),
+                        scores=scores.get(member.criterion), seed=config.seed * 1000 + member.seed,
+                        num_clusters=sc.num_clusters, kmeans_iters=sc.kmeans_iters, keep=sc.keep,
+                        herding_bandwidth=sc.herding_bandwidth, num_rows=n)
 
 
-def member_params(state: fm.TrainState, i: int):
-  """EMA weights of member ``i`` of a stacked group state (on the host)."""
-  return jax.tree.map(lambda x: jnp.asarray(np.asarray(mesh_lib.to_host(x))[i]), state.ema)
+def _sharded(x, mesh):
+  x = np.asarray(x)
+  return mesh_lib.global_array(x.shape, mesh_lib.data_sharding(mesh), lambda idx: x[idx])
 
 
-def _aux_shapes(hp: fm_config.Hp, data) -> AuxParams:
-  x = jnp.zeros((1,) + data["train_x"].shape[1:] + (1,))
-  clf = fm.networks.Classifier(hp.classifier).init(jax.random.key(0), x)["params"]
-  ae = fm.networks.Autoencoder(hp.autoencoder, x.shape[1]).init(jax.random.key(0), x)["params"]
-  return AuxParams(clf, ae)
-
-
-def restore_or_start(config, hp: fm_config.Hp, groups: list[Group], data, latent_shape, ctx: Context):
-  """``(step, RunState)``: the last checkpoint, or a new state with the auxiliary networks trained (step 1)."""
-  latest = ctx.latest_step()
-  aux_init = AuxParams(*[jax.tree.map(jnp.zeros_like, p) for p in jax.eval_shape(lambda: _aux_shapes(hp, data))])
-  template = RunState(aux_init, tuple(zeros_like_group(hp, g, latent_shape, ctx.mesh) for g in groups))
-  step, state, _ = ctx.restore_or(template) if latest else (0, template, None)
-  if step == 0:
-    state = state._replace(aux=_train_aux(config, hp, data))
-    ctx.save(1, state, force=True)
-    ctx.writer.log(1, stage="auxiliary")
-    step = 1
-  return step, state
-
-
-def _group_inputs(config, hp: fm_config.Hp, group: Group, gi: int, z1, labels, features, scores, mesh):
-  """The members' training rows ``{name: rows}`` and the sharded ``(data, labels, counts, keys)`` of a chunk."""
-  n = len(labels)
-  p = mesh_lib.padded_size(len(group.members), mesh)
-  idx = [subset_indices(config, hp, m, n, features, scores) for m in group.members]
-  subsets = {m.name: i for m, i in zip(group.members, idx)}
-  idx += [np.arange(n)] * (p - len(idx))
-  rows = np.stack([np.concatenate([i, np.zeros(n - len(i), int)]) for i in idx])
-  mdata, mlabels = _sharded(z1[rows], mesh), _sharded(labels[rows], mesh)
-  counts = _sharded(np.asarray([len(i) for i in idx], np.int32), mesh)
-  keys = jax.device_put(_member_keys(config.seed, gi, p, 1), mesh_lib.data_sharding(mesh))
-  return subsets, (mdata, mlabels, counts, keys)
+def group_inputs(config, hp: fm_config.Hp, group: Group, zs, labels, scores, mesh):
+  """``(rows {member: chosen rows}, (data, labels, counts))``, sharded; padding members repeat member 0."""
+  n, nc = len(labels), hp.flow.num_classes
+  rows, data, labs, counts = {}, [], [], []
+  for m in group.members:
+    r = subset(config, hp, m, zs[m.seed], scores.get(m.seed, {}))
+    rows[m.name] = r
+    if group.conditional:  # every row trains; labels outside the chosen subset are null
+      data.append(zs[m.seed])
+      labs.append(guidance.mask_labels(labels, r, null_label=nc))
+      counts.append(n)
+    else:
+      data.append(zs[m.seed][np.concatenate([r, np.zeros(n - len(r), int)])])
+      labs.append(labels[np.concatenate([r, np.zeros(n - len(r), int)])])
+      counts.append(len(r))
+  pad = _padded(group, mesh) - len(group.members)
+  data, labs, counts = data + data[:1] * pad, labs + labs[:1] * pad, counts + counts[:1] * pad
+  return rows, (_sharded(np.stack(data), mesh), _sharded(np.stack(labs).astype(np.int32), mesh),
+                _sharded(np.asarray(counts, np.int32), mesh))
 
 
 def _check_losses(group: Group, losses, chunk: int, per_chunk: int, step: int, ctx: Context) -> None:
-  """Raises :class:`NonFiniteError` naming each model whose loss is not finite and its training step."""
   bad = [(m.name, int(np.nonzero(~np.isfinite(row))[0][0]) + (chunk - 1) * per_chunk + 1)
          for m, row in zip(group.members, losses) if not np.all(np.isfinite(row))]
   if bad:
-    raise ckpt_lib.NonFiniteError(
-        step, [f"loss of model {name} at training step {s}" for name, s in bad], ctx.latest_step())
+    raise ckpt_lib.NonFiniteError(step, [f"loss of model {n} at training step {s}" for n, s in bad],
+                                  ctx.latest_step())
 
 
-def train_groups(config, hp: fm_config.Hp, groups: list[Group], state: RunState, step: int, latent_shape, z1,
-                 labels, features, ctx: Context) -> tuple[list, dict]:
-  """Trains every group from checkpoint ``step`` on; returns the groups' states and each member's training rows.
+# curve_fn(group, stacked EMA params [P]) -> [P] training-curve FIDs (0 where not measured)
+CurveFn = Callable[[Group, dict], np.ndarray]
 
-  ``z1 [N, ...]`` are the scaled training latents, ``labels [N]`` their
-  classes, ``features [N, D]`` the classifier's features (data reduction).
-  """
-  rc = hp.run
-  chunks = [g.steps // min(rc.chunk_steps, g.steps) for g in groups]
-  group_states = list(state.groups)
-  done_steps = sum(min(max(step - 1 - sum(chunks[:i]), 0), chunks[i]) * (g.steps // chunks[i])
-                   for i, g in enumerate(groups))
-  progress = metrics_lib.Progress(sum(g.steps for g in groups), unit="steps", start=done_steps)
-  subsets = {}
+
+def train_groups(config, hp: fm_config.Hp, groups, state: RunState, step: int, zs, labels, curve_fn: CurveFn,
+                 ctx: Context) -> tuple[RunState, dict]:
+  """Trains every group from checkpoint ``step`` on; returns the final state and every member's chosen rows."""
+  chunks, per = _chunks(hp), hp.run.chunk_steps
+  states, curves = list(state.groups), [np.array(c) for c in state.curves]
+  done = sum(min(max(step - 1 - gi * chunks, 0), chunks) for gi in range(len(groups))) * per
+  progress = metrics_lib.Progress(len(groups) * hp.run.flow_steps, unit="steps", start=done)
+  rows, scores = {}, {}
+  latent = zs[0].shape[1:]
   for gi, group in enumerate(groups):
-    offset = 1 + sum(chunks[:gi])
-    scores = {}
-    if group.name == "reduction":
-      ref_group = [g.name for g in groups].index(rc.reduction_arch)
-      scores = reduction_scores(config, hp, rc, member_params(group_states[ref_group], 0), z1, labels)
-    rows, inputs = _group_inputs(config, hp, group, gi, z1, labels, features, scores, ctx.mesh)
-    subsets.update(rows)
-    per_chunk = group.steps // chunks[gi]
-    fn = chunk_fn(hp.net(group.arch), flow_of(hp, group.arch), per_chunk, ctx.mesh)
+    if group.name in ("reduction", "conditional") and not scores:
+      scores = {s: scores_of(config, hp, states[0], zs[s], labels, s) for s in range(hp.run.seeds)}
+    group_rows, inputs = group_inputs(config, hp, group, zs, labels, scores, ctx.mesh)
+    rows.update(group_rows)
+    fn = chunk_fn(hp.net(group.arch), flow_of(hp, group), per, ctx.mesh)
     progress.label = f"[flow_matching {group.name}] "
-    for c in range(1, chunks[gi] + 1):
-      g = offset + c
+    for c in range(1, chunks + 1):
+      g = 1 + gi * chunks + c
       if g <= step:
         continue
       if c == 1:
-        group_states[gi] = init_group(config, hp, group, gi, latent_shape, ctx.mesh)
-      group_states[gi], losses = fn(group_states[gi], *inputs)
-      losses = np.asarray(mesh_lib.to_host(losses))[: len(group.members)]
-      _check_losses(group, losses, c, per_chunk, g, ctx)
-      ctx.writer.log(g, group=group.name, steps=c * per_chunk, loss=float(losses.mean()),
-                     steps_per_s=progress.rate(done_steps + per_chunk))
-      done_steps += per_chunk
-      progress.update(done_steps)
-      ctx.save(g, RunState(state.aux, tuple(group_states)), force=c == chunks[gi])
-  return group_states, subsets
+        states[gi] = _init_states(hp, group, latent, _keys(config, gi, group, ctx.mesh, 1))
+      states[gi], losses = fn(states[gi], *inputs, _keys(config, gi, group, ctx.mesh, 2))
+      losses = np.asarray(mesh_lib.to_host(losses))[:len(group.members)]
+      _check_losses(group, losses, c, per, g, ctx)
+      curves[gi][:, c - 1] = curve_fn(group, states[gi].ema)
+      ctx.writer.log(g, group=group.name, steps=c * per, loss=float(losses.mean()),
+                     curve_fid=float(curves[gi][:len(group.members), c - 1].mean()))
+      done += per
+      progress.update(done)
+      state = RunState(state.features, state.autoencoders, tuple(states), tuple(curves))
+      ctx.save(g, state, force=c == chunks)
+  return RunState(state.features, state.autoencoders, tuple(states), tuple(curves)), rows
