@@ -28,7 +28,7 @@ DEMOS = (
     ("model_smc_fit_panel", "smoke"),
     ("model_smc_calibration", "smoke"),
     ("reg", "cpu,tasks=pendulum,kinds=medium"),
-    ("graphpfn_prior", "smoke,probe_graphs=0"),
+    ("graphpfn_prior", "smoke,probe_graphs=0,panel_graphs=0"),
     ("flow_matching", "smoke"),
 )
 

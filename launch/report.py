@@ -66,7 +66,7 @@ REPORTS = {
     "reg_cpu": ("reg", "cpu", ("learning_curves",)),
     "flow_matching_cpu": ("flow_matching", "cpu", ("sample_grid", "t_split_curves", "data_reduction")),
     "flow_matching_mini": ("flow_matching", "cpu,mini=1", ("sample_grid", "t_split_curves", "data_reduction")),
-    "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("statistics", "graphs")),
+    "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("degrees", "statistics", "graphs")),
 }
 # Blocks written from a `launch.bench` output directory (``--bench``).
 BENCH_BLOCKS = ("bench", "bench_gpu")

@@ -1,4 +1,5 @@
-"""The ``graphpfn_prior`` experiment (smoke run, resume, SIGKILL + resume) and "the graph matters", statistically."""
+"""The ``graphpfn_prior`` experiment (smoke run with its fidelity stages, resume, SIGKILL + resume), the verdict
+tables on a constructed panel, and "the graph matters", statistically."""
 
 import dataclasses
 import json
@@ -10,10 +11,14 @@ import time
 
 import jax
 import numpy as np
+import pytest
 from scipy import stats
 
 from launch import runner
 from launch.configs import graphpfn_prior as prior_config
+from launch.experiments.graphpfn import fidelity
+from launch.experiments.graphpfn import fidelity_report
+from launch.experiments.graphpfn import prior
 from methods import graphpfn
 
 
@@ -26,12 +31,46 @@ def test_smoke_run_results_figures_and_resume(tmp_path):
   assert stats["num_nodes"]["count"] == 64 and stats["mean_degree"]["mean"] > 1
   assert all(r["inside"] for r in res["hyperparameter_ranges"].values())
   assert res["tfds"]["examples"] == config.tfds_examples
-  for fig in ("statistics.png", "graphs.png"):
+  for fig in ("statistics.png", "graphs.png", "degrees.png"):
     assert os.path.exists(os.path.join(work, fig))
+  # The fidelity stages: every sampler's tests, and probe rows of every task kind at both ratios.
+  panel = res["two_sample"]
+  assert set(panel["results"]) == {"reference", *graphpfn.VARIANTS} and panel["graphs"] == config.panel_graphs
+  assert {(r["task"], r["graph_conv_ratio"]) for r in res["graph_matters"]["rows"]} == {
+      (t, x) for t in graphpfn.TASKS for x in (0.0, 1.0)}
+  table = prior_config_markdown(res)
+  assert "Two-sample tests" in table and "Does the graph matter?" in table and "neighbours help" in table
   # A second run in the same workdir resumes from the last checkpoint: same numbers, no resampling.
   again = runner.run(config, work)
   assert again["statistics"] == json.loads(json.dumps(res["statistics"]))
   assert again["sampling_s"] == 0.0
+  assert fidelity.verdicts(again["two_sample"]) == fidelity.verdicts(res["two_sample"])  # from two_sample.json
+  assert again["graph_matters"]["rows"] == res["graph_matters"]["rows"]  # from probe.json
+
+
+def prior_config_markdown(results):
+  return prior.EXPERIMENT.markdown(results) + prior.EXPERIMENT.headline(results)
+
+
+def _fake_panel(reject_default: bool):
+  def tests(reject):
+    return [dict(statistic=k, test=t, value=0.1, p_value=1e-6 if reject and k == "clustering" else 0.5,
+                 threshold=0.01 / 4, reject=reject and k == "clustering", n=10)
+            for k in ("num_edges", "clustering") for t in ("ks", "signed_rank")]
+  return {"graphs": 10, "alpha": 0.01, "statistics": ["num_edges", "clustering"],
+          "results": {"reference": tests(reject_default), "no_cap": tests(True)}}
+
+
+@pytest.mark.parametrize("reject_default", [False, True])
+def test_verdicts_and_tables_of_a_constructed_panel(reject_default):
+  panel = _fake_panel(reject_default)
+  rows = fidelity.verdicts(panel)
+  assert [r["variant"] for r in rows] == ["reference", "no_cap"]
+  assert rows[0]["pass"] is (not reject_default) and rows[1]["rejected"] == ["clustering/ks", "clustering/signed_rank"]
+  text = "\n".join(fidelity_report.verdict_table(panel) + fidelity_report.test_table(panel))
+  assert "| `reference` |" in text and ("**pass**" in text) is (not reject_default)
+  assert "| rejected |" in text  # the variant
+  assert "**1.0e-06**" in text  # the variant's rejecting p-value, in bold
 
 
 def test_graph_matters_statistically():
@@ -65,7 +104,7 @@ def test_graph_matters_statistically():
 def _launch(work, env):
   cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/graphpfn_prior.py:smoke", f"--workdir={work}",
          "--cpu_devices=2", "--config.num_graphs=96", "--config.batch_size=8", "--config.probe_graphs=0",
-         "--config.tfds_examples=0", "--config.num_drawings=0"]
+         "--config.tfds_examples=0", "--config.num_drawings=0", "--config.panel_graphs=0"]
   return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

@@ -32,7 +32,10 @@ class Run(hparams.Hyperparameters):
 
   num_graphs: int = F(2048, "Prior samples whose statistics are reported.", low=1)
   batch_size: int = F(64, "Graphs per jitted call (sharded over the mesh; one checkpoint each).", low=1)
-  probe_graphs: int = F(256, "Samples per arm (in expectation) of the graph-matters probe (0: skip).", low=0)
+  panel_graphs: int = F(400, "Graph pairs per sampler of the two-sample tests against the reference's sampler "
+                        "(0: skip).", low=0)
+  probe_graphs: int = F(1536, "Samples of the graph-matters probe, over both ratios and every task kind (0: skip).",
+                        low=0)
   probe_high_ratio: float = F(1.0, "graph_conv_ratio of the probe's graph arm (the other arm: 0).", low=0, high=1,
                               low_open=True)
   num_drawings: int = F(6, "Sampled graphs drawn in graphs.png.", low=0, high=24)
@@ -41,6 +44,8 @@ class Run(hparams.Hyperparameters):
   data_dir: str = F("", "TFDS data dir ('': <workdir>/data).")
 
   def checks(self):
+    if 0 < self.panel_graphs < 8:
+      yield "panel_graphs", f"{self.panel_graphs} pairs are too few for the two-sample tests (at least 8, or 0)"
     if self.num_drawings > self.num_graphs:
       yield "num_drawings", f"{self.num_drawings} is more than num_graphs={self.num_graphs}"
     if self.num_drawings > self.batch_size:
@@ -61,8 +66,9 @@ def hparams_of(config: ml_collections.ConfigDict) -> tuple[graphpfn.StructureCon
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>[,probe_graphs=N]"`` (``make demo`` runs ``smoke,probe_graphs=0``)."""
-  opts = common.parse_arg(arg, probe_graphs=-1)
+  """Config for ``arg`` = ``"<preset>[,probe_graphs=N][,panel_graphs=N]"`` (``make demo`` runs
+  ``smoke,probe_graphs=0,panel_graphs=0``)."""
+  opts = common.parse_arg(arg, probe_graphs=-1, panel_graphs=-1)
   config = SECTIONS.defaults(opts.preset)
 
   if opts.preset in ("smoke", "cpu"):
@@ -81,12 +87,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.num_graphs = 64
     config.batch_size = 32
     config.probe_graphs = 64
+    config.panel_graphs = 32
     config.num_drawings = 4
     config.tfds_examples = 8
   elif opts.preset == "paper":
     config.num_graphs = 100_000
     config.batch_size = 16
     config.probe_graphs = 4096
+    config.panel_graphs = 200
   if opts.probe_graphs >= 0:
     config.probe_graphs = opts.probe_graphs
+  if opts.panel_graphs >= 0:
+    config.panel_graphs = opts.panel_graphs
   return config

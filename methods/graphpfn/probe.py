@@ -19,7 +19,7 @@ ratio they do.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -160,18 +160,21 @@ def summarize(plain: np.ndarray, graph: np.ndarray) -> ProbeSummary:
 
 
 def measure(structure_hp: StructureConfig, attribute_hp: AttributeConfig, *, graphs: int, batch_size: int = 64,
-            seed: int = 0) -> dict[tuple[str, float], ProbeSummary]:
+            seed: int = 0, place: Callable[[jax.Array], jax.Array] | None = None
+            ) -> dict[tuple[str, float], ProbeSummary]:
   """Probes ``graphs`` prior samples and summarises them per (task kind, ``graph_conv_ratio``).
 
   Graph ``i`` is sampled from ``fold_in(key(seed), i)``; unusable samples
   (:attr:`ProbeResult.usable` false) are left out. Host-side loop over
-  jitted batches of :func:`batch_fn`.
+  jitted batches of :func:`batch_fn`; ``place`` puts each batch's keys
+  ``[batch_size]`` on devices (e.g. sharded over a mesh; default: as they are).
   """
   fn = batch_fn(structure_hp, attribute_hp, True)
   base = jax.random.key(seed)
   cols = {"task": [], "ratio": [], "plain": [], "graph": []}
   for start in range(0, graphs, batch_size):
     keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(start, start + batch_size))
+    keys = place(keys) if place is not None else keys
     s, res = jax.tree.map(np.asarray, fn(keys))
     use = res.usable[:min(batch_size, graphs - start)]
     cols["task"] += list(np.asarray(attribute_hp.tasks)[s.attributes.task[:len(use)][use]])

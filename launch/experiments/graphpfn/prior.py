@@ -5,16 +5,21 @@ Config: ``launch/configs/graphpfn_prior.py``. Graph ``i`` is sampled from
 the device count. Batches of ``batch_size`` graphs are one jitted, vmapped
 call whose graph axis is sharded over the mesh's ``data`` axis; after each
 batch the statistics of its graphs (``methods.graphpfn.statistics``) are
-checkpointed, so a killed run resumes and ends with the same numbers. Then:
-the "graph matters" probe (test R^2 of ridge with and without
-neighbour-averaged features, on regression tasks) on two arms, ``graph_conv_ratio = probe_high_ratio`` and ``0``;
-the first ``tfds_examples`` samples written through the TFDS builder
-``graphpfn_prior`` and read back; histograms and drawings of sampled graphs.
+checkpointed, so a killed run resumes and ends with the same numbers. Then
+the fidelity stages (:mod:`.fidelity`, each cached in the workdir): the
+two-sample tests of the structure sampler (the default and each earlier
+variant) against the NumPy oracle of the reference's sampler on
+``panel_graphs`` hyperparameter sets, with the per-subgraph degree plot,
+and the "graph matters" probe (test accuracy / R^2 of ridge with and
+without neighbour-averaged features, classification and regression, at
+``graph_conv_ratio`` 0 and ``probe_high_ratio``) on ``probe_graphs``
+samples; the first ``tfds_examples`` samples written through the TFDS
+builder ``graphpfn_prior`` and read back; histograms and drawings of
+sampled graphs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import os
@@ -30,6 +35,8 @@ from datasets.graphs import prior_builder
 from launch import mesh as mesh_lib
 from launch import metrics
 from launch.configs import graphpfn_prior as prior_config
+from launch.experiments.graphpfn import fidelity
+from launch.experiments.graphpfn import fidelity_report
 from launch.experiments.graphpfn import prior_report as report
 from launch.runtime import Context, Experiment
 from methods import graphpfn
@@ -120,32 +127,6 @@ def sample_batches(config, ctx: Context, structure_hp, attribute_hp):
   return tallies, sample_time
 
 
-def probe_arms(config, ctx: Context, structure_hp, attribute_hp) -> dict:
-  """Graph-matters probe: test R^2 gap (with - without neighbour features) per arm, paired per graph."""
-  out = {}
-  if config.probe_graphs == 0:
-    return out
-  # One sampler for both arms: graph_conv_ratio is drawn from (0, high) per graph, arms split after.
-  hp = dataclasses.replace(
-      attribute_hp, graph_conv_ratios=(0.0, config.probe_high_ratio), tasks=("regression",),
-      degree_input_prob=0.0, pagerank_input_prob=0.0, eigvec_input_prob=0.0)
-  fn = _sampler(structure_hp, hp, ctx.mesh, with_probe=True)
-  base = jax.random.fold_in(jax.random.key(config.seed), 1)
-  ratio, plain, graph = [], [], []
-  for start in range(0, 2 * config.probe_graphs, config.batch_size):
-    count = min(config.batch_size, 2 * config.probe_graphs - start)
-    s, res = fn(base, start, count, config.batch_size)
-    use = np.asarray(res.usable)[:count]
-    ratio += list(np.asarray(s.attributes.graph_conv_ratio)[:count][use])
-    plain += list(np.asarray(res.acc_plain)[:count][use])
-    graph += list(np.asarray(res.acc_graph)[:count][use])
-  ratio, plain, graph = map(np.asarray, (ratio, plain, graph))
-  for name, value in (("high", config.probe_high_ratio), ("zero", 0.0)):
-    arm = np.isclose(ratio, value)
-    out[name] = report.paired(graph[arm], plain[arm]) | {"graph_conv_ratio": value}
-  return out
-
-
 def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
   """Writes the first ``tfds_examples`` samples through the TFDS builder and reads them back."""
   if config.tfds_examples == 0:
@@ -176,7 +157,8 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   start = time.perf_counter()
   structure_hp, attribute_hp = prior_config.hparams_of(config)
   tallies, sample_time = sample_batches(config, ctx, structure_hp, attribute_hp)
-  probes = probe_arms(config, ctx, structure_hp, attribute_hp)
+  panel = fidelity.two_sample(config, ctx, structure_hp)
+  probes = fidelity.probe(config, ctx, structure_hp, attribute_hp)
   tfds_info = write_tfds(config, ctx, structure_hp, attribute_hp)
   drawings = []
   if config.num_drawings:
@@ -184,11 +166,13 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
     batch = fn(jax.random.key(config.seed), 0, config.num_drawings, config.batch_size)
     drawings = [stats_lib.host_sample(batch, i) for i in range(config.num_drawings)]
   results = report.summarize(config, structure_hp, attribute_hp, tallies, PARAM_FIELDS, probes, tfds_info)
+  results["two_sample"] = {k: v for k, v in panel.items() if k != "points"}
   # Every graph's statistics and hyperparameters, bit for bit (a resumed run must match an uninterrupted one).
   results["tallies_digest"] = hashlib.sha256(tallies.stats.tobytes() + tallies.params.tobytes()).hexdigest()
   results["sampling_s"] = sample_time
   results["wall_time_s"] = time.perf_counter() - start
   report.make_figures(results, tallies, drawings, ctx.writer)
+  fidelity_report.degree_figure(panel, ctx.writer)
   return results
 
 

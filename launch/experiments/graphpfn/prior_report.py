@@ -1,7 +1,8 @@
-"""Results, tables and figures of the ``graphpfn_prior`` experiment.
+"""Results, tables and figures of the ``graphpfn_prior`` experiment (the fidelity stages' in :mod:`.fidelity_report`).
 
-The probe's comparison is paired per graph: ``d = acc_graph - acc_plain``
-with standard error ``sd(d) / sqrt(n)`` and ``z = mean(d) / se``.
+The README's headline is the two-sample verdicts (does the structure
+sampler draw the reference's distribution, and do the tests have the power
+to reject each earlier variant), then the prior's statistics.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import math
 
 import numpy as np
 
+from launch.experiments.graphpfn import fidelity_report
 from methods.graphpfn import AttributeParams, StructureParams
 from methods.graphpfn import statistics as stats_lib
 
@@ -28,15 +30,6 @@ RANGES = {
 HEADLINE = ("num_nodes", "mean_degree", "hill_tail_index", "clustering", "assortativity", "intra_block_level1",
             "intra_block_level2", "edge_homophily", "adjusted_homophily", "feature_homophily", "mi_raw",
             "mi_aggregated", "class_balance", "train_ratio", "num_features")
-
-
-def paired(a: np.ndarray, b: np.ndarray) -> dict:
-  d = np.asarray(a, float) - np.asarray(b, float)
-  n = len(d)
-  se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-  mean = float(d.mean()) if n else math.nan
-  return {"n": n, "gap": mean, "se": se, "z": mean / se if n > 1 and se > 0 else math.nan,
-          "acc_graph": float(np.mean(a)) if n else math.nan, "acc_plain": float(np.mean(b)) if n else math.nan}
 
 
 def summarize(config, structure_hp, attribute_hp, tallies, param_fields, probes, tfds_info) -> dict:
@@ -75,10 +68,7 @@ def format_table(results: dict) -> str:
     lines.append(f"{k:<22}{s['mean']:>9.3f}{s['q05']:>9.3f}{s['median']:>9.3f}{s['q95']:>9.3f}{100 * s['nan_share']:>7.0f}")
   bad = [k for k, r in results["hyperparameter_ranges"].items() if not r["inside"]]
   lines.append(f"sampled hyperparameters outside their ranges: {bad or 'none'}")
-  for arm, p in results["graph_matters"].items():
-    lines.append(f"graph matters, graph_conv_ratio={p['graph_conv_ratio']:g}: test R^2 {p['acc_graph']:.3f} with "
-                 f"neighbour features vs {p['acc_plain']:.3f} without; gap {p['gap']:+.4f} +- {p['se']:.4f} "
-                 f"(z={p['z']:.1f}, {p['n']} graphs)")
+  lines += fidelity_report.summary_lines(results.get("two_sample", {}), results["graph_matters"])
   if results["tfds"]:
     lines.append(f"TFDS graphpfn_prior: {results['tfds']['examples']} examples written and read back")
   return "\n".join(lines)
@@ -92,14 +82,9 @@ def markdown_table(results: dict) -> str:
     out.append(f"| {k} | {s['mean']:.3f} | {s['q05']:.3f} | {s['median']:.3f} | {s['q95']:.3f} | {100 * s['nan_share']:.0f} |")
   bad = [k for k, r in results["hyperparameter_ranges"].items() if not r["inside"]]
   out.append(f"\nSampled hyperparameters outside their configured ranges: {bad or 'none'}.\n")
-  if results["graph_matters"]:
-    out += ["**The graph matters**: test R^2 of a ridge probe (inputs plus 128 random ReLU features) on regression "
-            "tasks, with and without neighbour-averaged features; the gap is paired per graph.\n",
-            "| graph_conv_ratio | graphs | with neighbour features | without | gap | s.e. | z |",
-            "|---:|---:|---:|---:|---:|---:|---:|"]
-    for p in results["graph_matters"].values():
-      out.append(f"| {p['graph_conv_ratio']:g} | {p['n']} | {p['acc_graph']:.3f} | {p['acc_plain']:.3f} | "
-                 f"{p['gap']:+.4f} | {p['se']:.4f} | {p['z']:+.1f} |")
+  panel = results.get("two_sample", {})
+  out += fidelity_report.verdict_table(panel) + fidelity_report.test_table(panel)
+  out += fidelity_report.degree_table(panel) + fidelity_report.probe_table(results["graph_matters"])
   return "\n".join(out) + "\n"
 
 
@@ -146,8 +131,9 @@ def make_figures(results: dict, tallies, drawings, writer) -> None:
 
 
 def headline_table(results: dict) -> str:
-  """The README's table: the prior's statistics (mean and 90% range)."""
-  out = [f"**{results['num_graphs']:,} prior samples** (`{results['preset']}` preset).\n",
+  """The README's table: the two-sample verdicts, then the prior's statistics (mean and 90% range)."""
+  out = fidelity_report.verdict_table(results.get("two_sample", {}))
+  out += [f"**{results['num_graphs']:,} prior samples** (`{results['preset']}` preset).\n",
          "| statistic | mean | q05 | q95 |", "|---|---:|---:|---:|"]
   for k, s in _rows(results):
     out.append(f"| {k} | {s['mean']:.3f} | {s['q05']:.3f} | {s['q95']:.3f} |")
