@@ -65,6 +65,7 @@ REPORTS = {
     "flow_matching_cpu": ("flow_matching", "cpu", ("sample_grid", "t_split_curves", "data_reduction")),
     "flow_matching_mnist5k": ("flow_matching", "smoke,dataset=mnist5k,reduction=0", ("sample_grid",)),
     "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("statistics", "graphs")),
+    "graphpfn_model_cpu": ("graphpfn", "cpu,steps=240,eval_graphs=200", ("curve",)),
 }
 # Blocks written from a `launch.bench` output directory (``--bench``).
 BENCH_BLOCKS = ("bench", "bench_gpu")
