@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -16,8 +17,8 @@ from launch import config_schema
 from launch import mesh as mesh_lib
 from launch import runner
 from launch.configs import graphpfn as gcfg
-from launch.experiments.graphpfn import model_report, pretrain
-from methods.graphpfn import batching, train as train_lib
+from launch.experiments.graphpfn import inference, model_report, pretrain
+from methods.graphpfn import batching, evaluation, train as train_lib
 from datasets.graphs import real_tasks
 
 
@@ -97,6 +98,15 @@ def test_smoke_run_trains_evaluates_and_reports(tmp_path):
   assert os.path.exists(tmp_path / "run" / "curve.png")
   lines = [json.loads(x) for x in open(tmp_path / "run" / "metrics.jsonl")]
   assert [x["step"] for x in lines] == list(range(1, 21)) and all(np.isfinite(x["loss"]) for x in lines)
+  # The trained network predicts in context on a graph of the user's (here the karate club).
+  step, state = inference.restore(str(tmp_path / "run"), config)
+  assert step == 20 and pretrain.digest(state.train.params) == res["param_digest"]
+  hp = gcfg.hparams_of(config)
+  batch = batching.collate([real_tasks.karate_task()], buckets=hp.buckets, num_features=hp.model.num_features,
+                           num_classes=hp.model.num_classes)
+  pred = evaluation.predict(state.train.params, batch, state.borders, model_hp=hp.model)
+  chex.assert_shape(pred.class_probs, (1, batch.x.shape[1], hp.model.num_classes))
+  np.testing.assert_allclose(np.sum(pred.class_probs[0, :34], axis=-1), 1.0, rtol=1e-5)
 
 
 @pytest.mark.slow  # samples and compiles the smoke run's first steps
