@@ -157,6 +157,8 @@ def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env):
   b = json.load(open(os.path.join(work, "results.json")))
   assert b["resumed_from"] >= 5
   assert a["param_digest"] == b["param_digest"]  # parameters bit for bit
-  assert a["curve"] == b["curve"] and a["held_out"] == b["held_out"] and a["shifted"] == b["shifted"]
+  assert a["curve"] == b["curve"]
+  for key in ("held_out", "shifted"):  # every score; eval_s is a wall-clock time
+    assert {k: v for k, v in a[key].items() if k != "eval_s"} == {k: v for k, v in b[key].items() if k != "eval_s"}
   lines = [json.loads(x)["step"] for x in open(os.path.join(work, "metrics.jsonl"))]
   assert lines == list(range(1, 21))
