@@ -29,6 +29,7 @@ DEMOS = (
     ("model_smc_calibration", "smoke"),
     ("reg", "cpu,tasks=pendulum,kinds=medium"),
     ("graphpfn_prior", "smoke,probe_graphs=0,panel_graphs=0"),
+    ("graphpfn", "smoke,eval_graphs=8"),
     ("flow_matching", "smoke"),
 )
 

@@ -27,6 +27,7 @@ MODULES: dict[str, str] = {
     "model_smc_fit_panel": "launch.experiments.model_smc.fit_panel",
     "reg": "launch.experiments.reg.experiment",
     "graphpfn_prior": "launch.experiments.graphpfn.prior",
+    "graphpfn": "launch.experiments.graphpfn.network",
     "flow_matching": "launch.experiments.flow_matching.experiment",
 }
 NAMES = tuple(MODULES)
