@@ -16,24 +16,30 @@ class _Clock:
     return self.now
 
 
-def test_the_eta_comes_from_the_phase_own_rate_and_the_finished_runs(monkeypatch):
+def test_the_eta_comes_from_the_phase_own_rate_and_the_finished_phases(monkeypatch):
   clock = _Clock()
   monkeypatch.setattr(profile_lib.time, "perf_counter", clock)
   eta = profile_lib.PhaseEta(num_runs=2, phases=("temper", "final"))
   clock.now = 10.0
-  assert eta.update(0, "temper", 0.5) == (10.0, None)  # 10 s for half the phase; no run finished yet
+  assert eta.update(0, "temper", 0.5) == (10.0, None)  # 10 s for half the phase; no phase finished yet
+  clock.now = 12.0  # the runs advance in lockstep: run 1 reports between run 0's steps
+  assert eta.update(1, "temper", 0.4)[0] == pytest.approx(18.0)
   clock.now = 20.0
   assert eta.update(0, "temper", 1.0)[0] == 0.0
-  clock.now = 50.0  # the final phase starts when the tempering ended (t = 20)
+  clock.now = 50.0  # run 0's final phase starts at its last tempering step (t = 20)
   phase_eta, total = eta.update(0, "final", 0.25)
-  assert phase_eta == pytest.approx(90.0) and total is None  # 30 s for a quarter: 90 s left, not 0
-  clock.now = 140.0
-  eta.update(0, "final", 1.0)
-  clock.now = 150.0  # run 1: 10 s of tempering, 40% done; the finished run took 20 s + 120 s
-  phase_eta, total = eta.update(1, "temper", 0.4)
+  assert phase_eta == pytest.approx(90.0)  # 30 s for a quarter: 90 s left, not 0
+  assert total is None  # run 1's final phase: no run has finished one yet
+  clock.now = 60.0
+  phase_eta, total = eta.update(1, "temper", 0.8)  # run 1: 60 s for 80% of its tempering
   assert phase_eta == pytest.approx(15.0)
-  assert total == pytest.approx(15.0 + 120.0)  # this phase's rest, then run 0's final phase
-  assert profile_lib.PhaseEta.text(phase_eta, None) == "phase ETA 0:00:15, total ETA ?"
+  assert total is None
+  clock.now = 140.0
+  assert eta.update(0, "final", 1.0) == (0.0, 15.0 + 120.0)  # run 1's last estimate, then a final phase
+  clock.now = 150.0  # run 1 needs 150 * 0.1 / 0.9 of tempering, then a final phase like run 0's 120 s
+  phase_eta, total = eta.update(1, "temper", 0.9)
+  assert total == pytest.approx(150.0 / 9 + 120.0)
+  assert profile_lib.PhaseEta.text(phase_eta, None) == "phase ETA 0:00:17, total ETA ?"
 
 
 def test_compiles_are_counted_and_a_warm_call_compiles_nothing():
