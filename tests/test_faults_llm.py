@@ -236,6 +236,7 @@ def test_unsafe_expressions_are_user_errors():
 # stays scorable (its fit is moved to the larger layout), so the run finishes.
 
 
+@pytest.mark.slow  # compiles the fit for two libraries, the predictive draws and a refit
 def test_structures_fitted_before_the_library_grew_are_scored_in_the_new_layout():
   problem = mp.oscillator()
   ev = mp.evaluator(problem, batch_size=2)

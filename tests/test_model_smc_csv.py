@@ -73,6 +73,15 @@ def test_reading_missing_cells_gaps_and_overrides(tmp_path):
     (GOOD, {"data.latent": ("h",)}, "data.latent_x0", "0 values for the 1 latent states"),
     (GOOD, {"problem.noise": "lognormal"}, "problem.noise", "must be positive"),
     (GOOD, {"library_extra": ("a*position^velocity",)}, "library[6]", "exponent must be"),
+    # A cell finite in float64 but not in float32 (the fit's precision) is an error, not a missing value.
+    (GOOD.replace("0.8776", "1e308"), {}, "data.path", "line 3, column 'position': '1e308' is not finite in float32"),
+    (GOOD.replace("-0.4794", "-4e38"), {}, "data.path", "column 'velocity': '-4e38' is not finite in float32"),
+    # Times that imply a huge grid: the 0, 1e-9, 1, 1e4, and a typo 5e6 for 5.5.
+    ("t,x\n0,1\n1e-9,2\n1,3\n1e4,4\n", {"num_fit": 3}, "data.path",
+     "the times imply 10,000,000,000,001 grid points (step 1e-09, the smallest step, between line 2 and line 3); "
+     "line 4 (t 1) is grid point 1,000,000,001"),
+    (GOOD.replace("\n5.5,", "\n5e6,"), {}, "data.path", "line 13 (time 5e+06) is grid point 10,000,001, beyond "
+     "the bound of 5,000 (data.max_grid_points"),
 ])
 def test_bad_files_fail_before_any_fit_naming_the_problem(tmp_path, text, overrides, key, words):
   path = tmp_path / "data.csv"
@@ -82,6 +91,17 @@ def test_bad_files_fail_before_any_fit_naming_the_problem(tmp_path, text, overri
     runner.run(_config(path, **overrides), str(tmp_path / "w"))
   assert f"'{key}'" in str(info.value) and words in str(info.value), str(info.value)
   assert not os.path.exists(tmp_path / "w")
+
+
+def test_the_grid_bound_is_a_config_key(tmp_path):
+  path = tmp_path / "gaps.csv"
+  path.write_text("t,x\n0,1\n1,2\n2,3\n40,4\n")
+  with pytest.raises(timeseries.CsvError, match="41 grid points"):
+    timeseries.read_csv(str(path), max_grid_points=40)
+  assert timeseries.read_csv(str(path), max_grid_points=41).y.shape == (41, 1)
+  config = _config(path, **{"data.max_grid_points": 40, "num_fit": 3})
+  with pytest.raises(config_schema.ConfigError, match="'data.path'.*beyond the bound of 40"):
+    runner.validate(config)
 
 
 def test_entry_point_on_numpy_arrays(tmp_path):

@@ -13,7 +13,7 @@ recompile after warm-up shows up in the phase where it happened.
 
 :class:`PhaseEta` estimates the time left from each phase's own rate: the
 elapsed time of the current phase over its completed fraction, plus, for the
-phases and runs still to come, the durations of the runs already done.
+phases still to come, their durations on the runs that finished them.
 """
 
 from __future__ import annotations
@@ -120,36 +120,61 @@ def fmt_seconds(seconds: Optional[float]) -> str:
 class PhaseEta:
   """Time left in the current phase (from its own rate) and in the whole sampler.
 
-  Each run goes through ``phases`` in order; :meth:`update` is called after
-  every step with the run, its phase and the phase's completed fraction.
-  A phase's time left is its elapsed time times ``(1 - f) / f``; the
-  phases and runs still to come are estimated from the finished runs'
-  durations (unknown, ``?``, until the first run is done).
+  Each run goes through ``phases`` in order; the runs advance in lockstep
+  (:func:`methods.model_smc.pooled.run_pooled`), so their wall times
+  overlap. :meth:`update` is called after every step with the run, its
+  phase and the phase's completed fraction. A phase's time left is its
+  elapsed time (since the run's last step of its previous phase) times
+  ``(1 - f) / f``; the sampler's time left is the largest over the runs of
+  the current phase's time left plus the mean duration of each phase still
+  to come, measured on the runs that finished it (unknown, ``?``, until
+  some run has finished every phase still to come).
   """
 
   def __init__(self, num_runs: int, phases: tuple[str, ...]):
     self.num_runs, self.phases = num_runs, phases
-    self.current: Optional[tuple[int, str]] = None
-    self.start = self.last = time.perf_counter()
-    self.phase_start = self.start
-    self.run_phases: dict[int, dict[str, float]] = {}  # run -> phase -> seconds
+    self.start = time.perf_counter()
+    # run -> [phase, its start, the run's last update, the phase's ETA, whether its duration is recorded]
+    self.current: dict[int, list] = {}
+    self.durations: dict[str, list[float]] = {}  # phase -> durations on the runs that finished it
 
   def update(self, run: int, phase: str, fraction: float) -> tuple[Optional[float], Optional[float]]:
     """``(phase ETA, total ETA)`` in seconds (``None``: not known yet)."""
     now = time.perf_counter()
-    if self.current != (run, phase):
-      self.current, self.phase_start = (run, phase), self.last
-    self.last = now
-    spent = now - self.phase_start
-    self.run_phases.setdefault(run, {})[phase] = spent
+    cur = self.current.get(run)
+    if cur is None or cur[0] != phase:
+      start = self.start if cur is None else cur[2]
+      if cur is not None and not cur[4]:  # the run's previous phase ended at its last update
+        self.durations.setdefault(cur[0], []).append(cur[2] - cur[1])
+      cur = self.current[run] = [phase, start, now, None, False]
+    cur[2] = now
+    spent = now - cur[1]
     phase_eta = spent * (1 - fraction) / fraction if 0 < fraction < 1 else (0.0 if fraction >= 1 else None)
-    done = [r for r in self.run_phases if r < run and len(self.run_phases[r]) == len(self.phases)]
-    if phase_eta is None or not done:
-      return phase_eta, None
-    later = self.phases[self.phases.index(phase) + 1:] if phase in self.phases else ()
-    mean = {p: sum(self.run_phases[r].get(p, 0.0) for r in done) / len(done) for p in self.phases}
-    total = phase_eta + sum(mean[p] for p in later) + (self.num_runs - 1 - run) * sum(mean.values())
-    return phase_eta, total
+    cur[3] = phase_eta
+    if fraction >= 1 and not cur[4]:  # the phase is complete: its duration counts once
+      self.durations.setdefault(phase, []).append(spent)
+      cur[4] = True
+    return phase_eta, self._total()
+
+  def _left(self, phases) -> Optional[float]:
+    if any(p not in self.durations for p in phases):
+      return None
+    return sum(sum(self.durations[p]) / len(self.durations[p]) for p in phases)
+
+  def _total(self) -> Optional[float]:
+    worst = 0.0
+    for r in range(self.num_runs):
+      cur = self.current.get(r)
+      if cur is None:
+        later = self._left(self.phases)
+      else:
+        i = self.phases.index(cur[0]) if cur[0] in self.phases else len(self.phases)
+        rest = self._left(self.phases[i + 1:])
+        later = None if cur[3] is None or rest is None else cur[3] + rest
+      if later is None:
+        return None
+      worst = max(worst, later)
+    return worst
 
   @staticmethod
   def text(phase_eta: Optional[float], total_eta: Optional[float]) -> str:
