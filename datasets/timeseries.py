@@ -73,18 +73,8 @@ def _pick(name: str, columns: Sequence[str], where: str, key: str) -> int:
   raise CsvError(f"column {name!r} is not in {where}{hint}; its columns are {list(columns)}", key)
 
 
-def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = (),
-             max_grid_points: int = MAX_GRID_POINTS, dtype=np.float32) -> CsvData:
-  """Reads and checks ``path``; see the module docstring for the format.
-
-  Args:
-    path: the file.
-    time_column: the time column's name (default: the first column).
-    states: the observed columns, in equation order (default: every other column).
-    max_grid_points: the most rows the regular grid may have (skipped points included).
-    dtype: the precision the observations are computed in; every value must
-      be finite in it (the returned arrays stay float64).
-  """
+def _lines(path: str) -> list[tuple[int, str]]:
+  """``(line number, text)`` of the non-blank, non-comment lines of ``path``."""
   if not path:
     raise CsvError("no file given")
   if not os.path.isfile(path):
@@ -97,9 +87,14 @@ def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = (),
   lines = [(i, ln) for i, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
   if not lines:
     raise CsvError(f"{path}: empty file")
-  columns = [c.strip() for c in lines[0][1].split(",")]
+  return lines
+
+
+def _header(path: str, line: tuple[int, str], time_column: str, states: Sequence[str]):
+  """``(columns, time index, state names, state indices)`` from the header line."""
+  columns = [c.strip() for c in line[1].split(",")]
   if len(set(columns)) != len(columns) or not all(columns):
-    raise CsvError(f"{path}, line {lines[0][0]}: the header {columns} has empty or repeated names")
+    raise CsvError(f"{path}, line {line[0]}: the header {columns} has empty or repeated names")
   t_idx = _pick(time_column, columns, path, "time_column") if time_column else 0
   names = tuple(states) if states else tuple(c for j, c in enumerate(columns) if j != t_idx)
   idx = [_pick(s, columns, path, "states") for s in names]
@@ -108,51 +103,73 @@ def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = (),
   for s in names:
     if not s.isidentifier() or s in _RESERVED or s.startswith("__"):
       raise CsvError(f"{path}: column {s!r} cannot name a state (use a plain identifier, not t or a function)")
-  rows = []
-  for i, ln in lines[1:]:
-    fields = [x.strip() for x in ln.split(",")]
-    if len(fields) != len(columns):
-      raise CsvError(f"{path}, line {i}: {len(fields)} fields, the header has {len(columns)}")
-    row = []
-    for j in [t_idx] + idx:
-      x = fields[j]
-      if x.lower() in _MISSING:
-        if j == t_idx:
-          raise CsvError(f"{path}, line {i}, column {columns[j]!r}: a time is missing")
-        row.append(math.nan)
-        continue
-      try:
-        v = float(x)
-      except ValueError:
-        raise CsvError(f"{path}, line {i}, column {columns[j]!r}: {x!r} is not a number") from None
-      if not math.isfinite(v):
-        raise CsvError(f"{path}, line {i}, column {columns[j]!r}: {x!r} is not finite")
-      if j != t_idx and not _finite_in(v, dtype):
-        raise CsvError(f"{path}, line {i}, column {columns[j]!r}: {x!r} is not finite in {np.dtype(dtype).name}, "
-                       f"the precision of the fit (largest finite value {float(np.finfo(dtype).max):.4g}); "
-                       "rescale the column")
-      row.append(v)
-    rows.append((i, row))
-  if len(rows) < 3:
-    raise CsvError(f"{path}: {len(rows)} data rows; at least 3 are needed")
-  arr = np.asarray([r for _, r in rows], np.float64)
+  return columns, t_idx, names, idx
+
+
+def _cell(x: str, where: str, is_time: bool, dtype) -> float:
+  """One cell as a float (NaN when missing); ``where`` names its file, line and column."""
+  if x.lower() in _MISSING:
+    if is_time:
+      raise CsvError(f"{where}: a time is missing")
+    return math.nan
+  try:
+    v = float(x)
+  except ValueError:
+    raise CsvError(f"{where}: {x!r} is not a number") from None
+  if not math.isfinite(v):
+    raise CsvError(f"{where}: {x!r} is not finite")
+  if not is_time and not _finite_in(v, dtype):
+    raise CsvError(f"{where}: {x!r} is not finite in {np.dtype(dtype).name}, the precision of the fit "
+                   f"(largest finite value {float(np.finfo(dtype).max):.4g}); rescale the column")
+  return v
+
+
+def _on_grid(path: str, rows, arr: np.ndarray, time_name: str, max_grid_points: int, dtype):
+  """``(times, y with NaN rows for skipped grid points, dt)`` of rows whose times increase strictly."""
   t = arr[:, 0]
   for (i, _), prev, cur in zip(rows[1:], t[:-1], t[1:]):
     if cur <= prev:
       what = "repeats" if cur == prev else "is earlier than"
-      raise CsvError(f"{path}, line {i}, column {columns[t_idx]!r}: time {cur:g} {what} the previous time {prev:g} "
+      raise CsvError(f"{path}, line {i}, column {time_name!r}: time {cur:g} {what} the previous time {prev:g} "
                      "(times must increase strictly)")
   steps = np.diff(t)
   dt = float(steps.min())
-  _check_grid(path, rows, t, dt, columns[t_idx], max_grid_points, dtype)
+  _check_grid(path, rows, t, dt, time_name, max_grid_points, dtype)
   k = steps / dt
   if np.any(np.abs(k - np.round(k)) > 1e-6 * np.maximum(k, 1.0)):
     raise CsvError(f"{path}: the times are not on a regular grid of step {dt:g} (the smallest step); "
                    "rows may skip grid points but not fall between them")
   pos = np.concatenate([[0], np.cumsum(np.round(k).astype(np.int64))])
-  y = np.full((pos[-1] + 1, len(names)), np.nan)
+  y = np.full((pos[-1] + 1, arr.shape[1] - 1), np.nan)
   y[pos] = arr[:, 1:]
-  times = t[0] + dt * np.arange(len(y))
+  return t[0] + dt * np.arange(len(y)), y, dt
+
+
+def read_csv(path: str, *, time_column: str = "", states: Sequence[str] = (),
+             max_grid_points: int = MAX_GRID_POINTS, dtype=np.float32) -> CsvData:
+  """Reads and checks ``path``; see the module docstring for the format.
+
+  Args:
+    path: the file.
+    time_column: the time column's name (default: the first column).
+    states: the observed columns, in equation order (default: every other column).
+    max_grid_points: the most rows the regular grid may have (skipped points included).
+    dtype: the precision the observations are computed in; every value must
+      be finite in it (the returned arrays stay float64).
+  """
+  lines = _lines(path)
+  columns, t_idx, names, idx = _header(path, lines[0], time_column, states)
+  rows = []
+  for i, ln in lines[1:]:
+    fields = [x.strip() for x in ln.split(",")]
+    if len(fields) != len(columns):
+      raise CsvError(f"{path}, line {i}: {len(fields)} fields, the header has {len(columns)}")
+    rows.append((i, [_cell(fields[j], f"{path}, line {i}, column {columns[j]!r}", j == t_idx, dtype)
+                     for j in [t_idx] + idx]))
+  if len(rows) < 3:
+    raise CsvError(f"{path}: {len(rows)} data rows; at least 3 are needed")
+  arr = np.asarray([r for _, r in rows], np.float64)
+  times, y, dt = _on_grid(path, rows, arr, columns[t_idx], max_grid_points, dtype)
   for o, s in enumerate(names):
     if not np.isfinite(y[:, o]).any():
       raise CsvError(f"{path}: column {s!r} has no observations (every cell is empty or NA)")

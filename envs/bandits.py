@@ -22,11 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs.limits import FLOAT32_MAX
+from envs.limits import REWARD_SDS
+
 STD_MODES = ("shuffled", "equal_mean", "fixed")
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-# Rewards are taken within this many standard deviations of their mean (Gaussian tails: beyond
-# it with probability 1e-23) when checking that float32 sums of squared rewards stay finite.
-REWARD_SDS = 10.0
 NOISE_KINDS = ("gaussian", "student_t")
 
 

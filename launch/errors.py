@@ -14,7 +14,7 @@ derive from these classes; :func:`user_error_types` lists them too.
 from __future__ import annotations
 
 from datasets.offline_rl import d4rl
-from envs import mdps
+from envs import mdp_files
 from methods.model_smc import expr
 
 VERBOSE_ENV = "ICML26_VERBOSE"
@@ -36,7 +36,7 @@ class DataError(UserError):
 
 def user_error_types() -> tuple[type, ...]:
   """Every exception type that ``launch.main`` reports in one line."""
-  return (UserError, d4rl.D4RLFormatError, mdps.MDPFileError, expr.UnsafeExpression)
+  return (UserError, d4rl.D4RLFormatError, mdp_files.MDPFileError, expr.UnsafeExpression)
 
 
 def exit_code(error: BaseException) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from datasets.offline_rl import d4rl
-from envs import mdps
+from envs import mdp_files
 from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import errors
@@ -164,8 +164,8 @@ def test_unusable_npz_files_are_one_line_errors_naming_the_key_and_file(tmp_path
     runner.validate(_bpi(path))
   line = _one_line(e.value)
   assert line.startswith(f"invalid config: 'mdp_file': {path}") and words in line, line
-  with pytest.raises(mdps.MDPFileError, match=path):  # read inside a run: one line too
-    mdps.load_npz(path)
+  with pytest.raises(mdp_files.MDPFileError, match=path):  # read inside a run: one line too
+    mdp_files.load_npz(path)
 
 
 def test_a_missing_file_does_not_lock_the_workdir(tmp_path):

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from envs import mdp_files
 from envs import mdps
 from envs import trees
 
@@ -75,7 +76,7 @@ def test_user_mdp_file_is_checked_and_errors_name_the_array(tmp_path):
   _, p, rm = _small_mdp()
   good = tmp_path / "good.npz"
   np.savez(good, P=p, reward_mean=rm, reward_std=np.full_like(rm, 0.1), discount=0.9)
-  mdp = mdps.load_npz(str(good))
+  mdp = mdp_files.load_npz(str(good))
   np.testing.assert_allclose(mdps.policy_value(mdp, jnp.ones((3, 2)) / 2), mdps.policy_value(mdp, jnp.ones((3, 2)) / 2))
   cases = {
       "rows": (dict(P=p * 1.1), "'P': rows"),
@@ -88,10 +89,10 @@ def test_user_mdp_file_is_checked_and_errors_name_the_array(tmp_path):
     arrays.update(override)
     path = tmp_path / f"{name}.npz"
     np.savez(path, **arrays)
-    with pytest.raises(mdps.MDPFileError, match=msg.replace("(", r"\(")) as e:
-      mdps.load_npz(str(path))
+    with pytest.raises(mdp_files.MDPFileError, match=msg.replace("(", r"\(")) as e:
+      mdp_files.load_npz(str(path))
     assert str(path) in str(e.value)
   bad = tmp_path / "missing.npz"
   np.savez(bad, P=p)
-  with pytest.raises(mdps.MDPFileError, match="missing arrays"):
-    mdps.load_npz(str(bad))
+  with pytest.raises(mdp_files.MDPFileError, match="missing arrays"):
+    mdp_files.load_npz(str(bad))

@@ -79,14 +79,14 @@ SIMULATED = {"exact": "damped_oscillator", "lv_sim": "lotka_volterra"}
 ALGORITHMS = ("tempered", "evidence_weighted")
 PROPOSALS = ("grammar", "llm")
 BASELINES = ("hill_climb", "sindy")
-FLOAT32_MAX = 3.4028234663852886e38  # the data and the fits are computed in float32
+
 
 def _float32_problems(name: str, values, labels=None):
   """``(name, message)`` for each value that is finite in float64 but not in float32, the data's precision."""
   for i, v in enumerate(values):
-    if math.isfinite(v) and abs(v) > FLOAT32_MAX:
+    if math.isfinite(v) and abs(v) > hparams.FLOAT32_MAX:
       where = f"[{i}]" if labels is None else f" {labels[i]!r}"
-      yield name, f"{where} = {v:g} is not finite in float32, the precision of the fit (largest {FLOAT32_MAX:.4g})"
+      yield name, f"{where} = {v:g} is not finite in float32, the precision of the fit (largest {hparams.FLOAT32_MAX:.4g})"
 
 
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from envs import mdps
+from envs import mdp_files
 from launch import mesh as mesh_lib
 from launch.configs import varde_bpi as bpi_config
 from launch.experiments.varde import bpi_envs
@@ -71,7 +71,7 @@ def _sizes(config, name):
   if name == "gridworld":
     return e.grid_size**2, 4
   if name == "file":
-    return mdps.load_npz(config.mdp_file).reward_mean.shape
+    return mdp_files.load_npz(config.mdp_file).reward_mean.shape
   return e.garnet_states, e.garnet_actions
 
 
@@ -85,8 +85,8 @@ def _data_checks(config):
       yield "mdp_file", f"{config.mdp_file!r} does not exist"
       return
     try:
-      mdps.load_npz(config.mdp_file, s0=config.start_state, samples=max(config.budgets))
-    except mdps.MDPFileError as e:
+      mdp_files.load_npz(config.mdp_file, s0=config.start_state, samples=max(config.budgets))
+    except mdp_files.MDPFileError as e:
       yield "mdp_file", str(e)
       return
   for name in config.envs:

@@ -6,6 +6,7 @@ Their sizes and noise levels are declared once, in
 
 from __future__ import annotations
 
+from envs import mdp_files
 from envs import mdps
 from launch.configs import varde_bpi as bpi_config
 
@@ -23,7 +24,7 @@ def make_env(name: str, cfg: bpi_config.EnvConfig, mdp_file: str = "", start_sta
     return lambda k: mdps.garnet(k, cfg.garnet_states, cfg.garnet_actions, cfg.garnet_branching,
                                  gamma=cfg.garnet_gamma, reward_std=(0.1, cfg.garnet_std_high), df=df)
   if name == "file":
-    mdp = mdps.load_npz(mdp_file, s0=start_state)
+    mdp = mdp_files.load_npz(mdp_file, s0=start_state)
     return lambda k: mdp
   raise ValueError(f"unknown environment {name!r}")
 
