@@ -76,8 +76,11 @@ def check_scale(reward_mean, reward_std, gamma, samples: int = 1, where: str = "
         "allowed: rescale the rewards")
 
 
-def check_arrays(p, reward_mean, reward_std, gamma, where: str = "") -> None:
-  """Validates a dense tabular MDP; raises :class:`MDPFileError` naming the array (and the index)."""
+def check_arrays(p, reward_mean, reward_std, gamma, where: str = "", samples: int = 1) -> None:
+  """Validates a dense tabular MDP; raises :class:`MDPFileError` naming the array (and the index).
+
+  ``samples`` (the most samples of one pair) bounds the rewards through :func:`check_scale`.
+  """
   pre = f"{where}: " if where else ""
   p, rm, rs, g = (_numbers(n, x, pre) for n, x in zip(ARRAYS, (p, reward_mean, reward_std, gamma)))
   for name, x in zip(ARRAYS, (p, rm, rs, g)):
@@ -103,7 +106,7 @@ def check_arrays(p, reward_mean, reward_std, gamma, where: str = "") -> None:
   if float(np.float32(g)) >= 1:  # values are computed in float32, where 1 / (1 - discount) would be infinite
     raise MDPFileError(f"{pre}array 'discount' {float(g)!r} rounds to 1.0 in float32 (the dtype the MDP is "
                        f"computed in); at most {float(np.nextafter(np.float32(1), np.float32(0)))!r}")
-  check_scale(rm, rs, float(g), 1, where)
+  check_scale(rm, rs, float(g), samples, where)
 
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
@@ -151,8 +154,8 @@ def load_npz(path: str, *, s0: int = 0, df: float = math.inf, samples: int = 1) 
     MDPFileError: naming the file, and the array and index where there is one.
   """
   arrays = _read_npz(path)
-  check_arrays(arrays["P"], arrays["reward_mean"], arrays["reward_std"], arrays["discount"], where=path)
-  check_scale(arrays["reward_mean"], arrays["reward_std"], float(arrays["discount"]), samples, where=path)
+  check_arrays(arrays["P"], arrays["reward_mean"], arrays["reward_std"], arrays["discount"], where=path,
+               samples=samples)
   if not 0 <= s0 < arrays["P"].shape[0]:
     raise MDPFileError(f"{path}: start state {s0} is not a state of 'P' (S = {arrays['P'].shape[0]})")
   return mdps.from_dense(arrays["P"], arrays["reward_mean"], arrays["reward_std"], float(arrays["discount"]), s0=s0, df=df)

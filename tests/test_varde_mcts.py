@@ -14,6 +14,7 @@ from envs import trees
 from launch import mesh as mesh_lib
 from launch.configs import varde_mcts as mcts_config
 from launch.experiments.varde import mcts as varde_mcts
+from launch.experiments.varde import search as varde_search
 from launch.experiments.varde import search
 from methods.varde import mcts
 from methods.varde import mctx_adapter
@@ -55,7 +56,7 @@ def test_regret_falls_with_the_budget():
     keys = jax.random.split(jax.random.key(1), b)
     act = jax.vmap(lambda m, k: mcts.search_one(m, m.s0, k, policy=policy, num_simulations=400, horizon=h,
                                                 budget=budget)[0])(env, keys)
-    return jax.vmap(functools.partial(varde_mcts.root_regret, horizon=h))(env, action=act)
+    return jax.vmap(functools.partial(varde_search.root_regret, horizon=h))(env, action=act)
 
   lo, hi = np.asarray(regret(12)), np.asarray(regret(400))
   d = lo - hi

@@ -70,6 +70,7 @@ def validate(data: Mapping[str, np.ndarray], source: str = "dataset", *, dims: O
   Args:
     data: D4RL arrays.
     source: what to name in errors (a file path).
+    validated: ``data`` already passed :func:`validate` (:func:`load_hdf5` does).
     dims: ``(observation_dim, action_dim)`` of the environment ``env``, if known.
     env: the environment's name, for errors.
   """
@@ -157,7 +158,7 @@ def load_hdf5(path: str, *, dims: Optional[tuple[int, int]] = None, env: str = "
 
 
 def qlearning_dataset(data: Mapping[str, np.ndarray], terminate_on_end: bool = False, *,
-                      source: str = "dataset") -> dict[str, np.ndarray]:
+                      source: str = "dataset", validated: bool = False) -> dict[str, np.ndarray]:
   """``d4rl.qlearning_dataset``: ``(s, a, r, s', done)`` arrays from D4RL rows.
 
   Args:
@@ -172,7 +173,8 @@ def qlearning_dataset(data: Mapping[str, np.ndarray], terminate_on_end: bool = F
     ``rewards [M]``, ``terminals [M]`` (float32; 1 only on true terminals),
     with ``M <= N - 1`` (row ``N - 1`` has no successor, as in D4RL).
   """
-  validate(data, source)
+  if not validated:
+    validate(data, source)
   n = len(data["rewards"])
   timeouts = np.asarray(data["timeouts"][: n - 1], bool)
   keep = np.ones(n - 1, bool) if terminate_on_end else ~timeouts

@@ -29,6 +29,7 @@ from launch import mesh as mesh_lib
 from launch.bench import timing
 from launch.bench import varde_2048
 from launch.experiments.varde import mcts as varde_mcts
+from launch.experiments.varde import search as varde_search
 from methods.varde import mcts
 from methods.varde import mctx_adapter
 
@@ -37,7 +38,7 @@ def run(quick: bool) -> list[dict]:
   batch, sims, depth = (64, 64, 4) if quick else (256, 256, 4)
   env = jax.vmap(lambda k: trees.synthetic_tree(k, 4, depth, sigma=1.0))(jax.random.split(jax.random.key(0), batch))
   roots = jnp.zeros((batch,), jnp.int32)
-  regret = jax.jit(jax.vmap(functools.partial(varde_mcts.root_regret, horizon=depth)))
+  regret = jax.jit(jax.vmap(functools.partial(varde_search.root_regret, horizon=depth)))
   rows = []
   policies = (("VarDE", mcts.make_policy("varde", mcts.MCTSHparams())), ("UCT", mcts.uct_policy(c=1.0)))
   for ours_name, policy in policies[:1] if quick else policies:

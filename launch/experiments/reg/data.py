@@ -406,7 +406,7 @@ def _load_hdf5(config, name: str) -> OfflineData:
       raise
     raise d4rl.D4RLDimensionError(f"{e}; a file of other dimensions trains without an environment (not "
                                   f"evaluated) with --config.data.hdf5_task={NO_ENV}") from e
-  q = d4rl.qlearning_dataset(rows, source=path)
+  q = d4rl.qlearning_dataset(rows, source=path, validated=True)
   if info.get("score") == "raw return" and config.data.reward_scale == "reference":
     scale = d4rl.reward_scale(rows)
     logging.info("[reg data] %s: no reference returns given; rewards use IQL's trajectory-return scale", path)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 import time
 
 import jax
@@ -33,6 +32,7 @@ from launch.configs import varde_mcts as mcts_config
 from launch.experiments.varde import backups_report
 from launch.experiments.varde import mcts_envs
 from launch.experiments.varde import search
+from launch.experiments.varde import search_report
 from launch.runtime import Context, Experiment
 from methods.varde import mcts
 from methods.varde import tree_rules as rules
@@ -54,8 +54,7 @@ def regret_fn(kind: str, backup: str, scale: str, var_floor: float, horizon: int
     policy = _policy(kind, backup, scale, var_floor, param)
     action = mcts.search_one(mdp, mdp.s0, key, policy=policy, num_simulations=num_simulations, horizon=horizon,
                              leaf_value=leaf_value, budget=budget)[0]
-    q = mdps.finite_horizon_q(mdp, horizon)[horizon - 1, mdp.s0]
-    return (jnp.max(q) - q[action]) / reward_scale
+    return search.root_regret(mdp, horizon, action) / reward_scale
 
   return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None, None)))
 
@@ -77,7 +76,7 @@ class Stage:
         jnp.asarray(0 * inst if fixed else inst))
     base = jax.random.fold_in(jax.random.key(seed), 10_000 + env_index)
     self.keys = jax.vmap(lambda j: jax.random.fold_in(base, j))(jnp.arange(n))
-    self.cluster = np.arange(n) if fixed else inst
+    self.cluster = search.cluster_of(np.arange(n), inst, fixed)
     self.reward_scale = reward_scale
     self.num_simulations = max(tuple(config.budgets) + (config.tune_budget,))
 
@@ -91,8 +90,9 @@ class Stage:
 
 def clustered(x: np.ndarray, cluster: np.ndarray) -> list[float]:
   """``[mean, s.e.]`` of ``x [R]`` with the standard error clustered by ``cluster [R]`` (equal sizes)."""
-  means = np.array([x[cluster == c].mean() for c in np.unique(cluster)])
-  return [float(x.mean()), float(means.std(ddof=1) / math.sqrt(len(means))) if len(means) > 1 else 0.0]
+  counts = np.bincount(cluster)
+  means = np.bincount(cluster, x)[counts > 0] / counts[counts > 0]
+  return [float(x.mean()), search_report.stderr(means)]
 
 
 def tune(config) -> dict:

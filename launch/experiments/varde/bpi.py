@@ -36,42 +36,34 @@ def make_unit_fn(config, mesh, env_index: int):
   hp = bpi_config.SECTIONS.build(config, bpi.BPIHparams)
   make = bpi_envs.make_env(name, bpi_config.SECTIONS.build(config, bpi_config.EnvConfig), config.mdp_file,
                            config.start_state)
-  n_inst = bpi_envs.num_instances(name, config.num_instances)
-  n_clusters = num_clusters(config, env_index)
-  run_base = jax.random.fold_in(jax.random.key(config.seed + 1), env_index)
 
-  def unit(ids, budget):
-    valid = ids >= 0
-    i = jnp.maximum(ids, 0)
-    inst = (i // config.runs_per_instance) % n_inst
-    mdp = jax.vmap(lambda j: make(search.instance_key(config.seed, env_index, j)))(inst)
-    keys = jax.vmap(lambda j: jax.random.fold_in(jax.random.fold_in(run_base, budget), j))(i)
-    regrets = []
+  def regrets(mdp, keys, budget):
+    out = []
     for alg_name in config.algorithms:
       alg = bpi.make_algorithm(alg_name, hp, budget)
       one = lambda m, k: bpi.policy_regret(m, bpi.run_bpi(alg, m, k, budget=budget, hp=hp).policy)  # noqa: E731,B023
-      regrets.append(jax.vmap(one)(mdp, keys))
-    return search.tally(jnp.stack(regrets), valid, search.cluster_of(i, inst, n_inst == 1), n_clusters)
+      out.append(jax.vmap(one)(mdp, keys))
+    return jnp.stack(out)
 
-  return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
-                 out_shardings=mesh_lib.replicated(mesh))
+  return search.make_unit_fn(config, mesh, env_index, make, bpi_envs.num_instances(name, config.num_instances),
+                             regrets)
 
 
 def num_clusters(config, env_index: int) -> int:
   """Clusters of an environment's runs: its random instances, or every run of a fixed one."""
   n_inst = bpi_envs.num_instances(config.envs[env_index], config.num_instances)
-  return config.num_instances * config.runs_per_instance if n_inst == 1 else n_inst
+  return search.num_clusters(config.num_instances * config.runs_per_instance, n_inst)
 
 
-def _sizes(config, name):
-  """``(S, A)`` of environment ``name`` (without building random instances)."""
+def _sizes(config, name, file_shape=None):
+  """``(S, A)`` of environment ``name`` (without building random instances); ``file_shape`` that of the user's file."""
   e = config.env
   if name == "riverswim":
     return e.riverswim_states, 2
   if name == "gridworld":
     return e.grid_size**2, 4
   if name == "file":
-    return mdp_files.load_npz(config.mdp_file).reward_mean.shape
+    return file_shape
   return e.garnet_states, e.garnet_actions
 
 
@@ -85,12 +77,15 @@ def _data_checks(config):
       yield "mdp_file", f"{config.mdp_file!r} does not exist"
       return
     try:
-      mdp_files.load_npz(config.mdp_file, s0=config.start_state, samples=max(config.budgets))
+      file_shape = mdp_files.load_npz(config.mdp_file, s0=config.start_state,
+                                      samples=max(config.budgets)).reward_mean.shape
     except mdp_files.MDPFileError as e:
       yield "mdp_file", str(e)
       return
+  else:
+    file_shape = None
   for name in config.envs:
-    s, a = _sizes(config, name)
+    s, a = _sizes(config, name, file_shape)
     warm = s * a * config.bpi.warm_start
     if min(config.budgets) < warm:
       yield "budgets", f"{name}: budget {min(config.budgets)} is below the warm start S A warm_start = {warm}"

@@ -14,7 +14,6 @@ al., "Variance Driven Exploration", ICML 2026, Section 4).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import jax
@@ -23,6 +22,7 @@ import numpy as np
 
 from launch import metrics
 from launch.configs import varde_2048 as game_config
+from launch.experiments.varde import search_report
 from launch.runtime import Context, Experiment
 from methods.varde import mcts
 from methods.varde import play2048
@@ -45,7 +45,7 @@ def play_unit(config, searcher: str, budget: int) -> dict:
 
 def _mean_se(x) -> list[float]:
   x = np.asarray(x, np.float64)
-  return [float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0]
+  return [float(x.mean()), search_report.stderr(x)]
 
 
 def summarize(config, games: dict) -> dict:

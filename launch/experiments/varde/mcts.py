@@ -5,8 +5,8 @@ Config: ``launch/configs/varde_mcts.py``; environments:
 :mod:`launch.experiments.varde.search`. One unit is one (environment,
 budget): every policy searches from the root of every run (``num_instances``
 random environments x ``runs_per_instance`` seeds, the run axis sharded over
-the mesh) in one jitted call, and the unit's sums (regret, squared regret,
-wrong root actions) are checkpointed, so a killed run resumes to the same
+the mesh) in one jitted call, and the unit's sums (regret, wrong root
+actions, regret per cluster) are checkpointed, so a killed run resumes to the same
 table. Exact root values come from finite-horizon dynamic programming on the
 true environment. The VarDE tree rule is a reconstruction from the paper's
 principle (Luong et al., "Variance Driven Exploration", ICML 2026, Section 4).
@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from envs import mdps
 from launch import mesh as mesh_lib
 from launch.configs import varde_mcts as mcts_config
 from launch.experiments.varde import mcts_envs
@@ -54,36 +53,22 @@ def policy_fn(name: str, hp: mcts.MCTSHparams, num_simulations: int, horizon: in
       budget=budget)[0]
 
 
-def root_regret(mdp: mdps.TabularMDP, horizon: int, action: jax.Array) -> jax.Array:
-  """``V*(s0) - Q*(s0, a)`` of the ``horizon``-step problem."""
-  q = mdps.finite_horizon_q(mdp, horizon)[horizon - 1, mdp.s0]
-  return jnp.max(q) - q[action]
-
-
 def make_unit_fn(config, mesh, env_index: int, policies, num_simulations: int):
   """Jitted ``(run_ids [P], budget) -> Tally`` of ``policies`` on one environment."""
   env_name = config.envs[env_index]
   hp = mcts_config.SECTIONS.build(config, mcts.MCTSHparams)
   make, horizon = mcts_envs.make_env(env_name, mcts_config.SECTIONS.build(config, mcts_config.EnvConfig))
-  n_inst = mcts_envs.num_instances(env_name, config.num_instances)
-  n_clusters = num_clusters(config, env_index)
   fns = [policy_fn(p, hp, num_simulations, horizon) for p in policies]
-  run_base = jax.random.fold_in(jax.random.key(config.seed + 1), env_index)
 
-  def unit(ids, budget):
-    valid = ids >= 0
-    i = jnp.maximum(ids, 0)
-    inst = (i // config.runs_per_instance) % n_inst
-    mdp = jax.vmap(lambda j: make(search.instance_key(config.seed, env_index, j)))(inst)
-    keys = jax.vmap(lambda j: jax.random.fold_in(jax.random.fold_in(run_base, budget), j))(i)
-    regrets = []
+  def regrets(mdp, keys, budget):
+    out = []
     for fn in fns:
-      actions = jax.vmap(lambda m, s, k: fn(m, s, k, budget))(mdp, mdp.s0, keys)
-      regrets.append(jax.vmap(functools.partial(root_regret, horizon=horizon))(mdp, action=actions))
-    return search.tally(jnp.stack(regrets), valid, search.cluster_of(i, inst, n_inst == 1), n_clusters)
+      actions = jax.vmap(lambda m, s, k: fn(m, s, k, budget))(mdp, mdp.s0, keys)  # noqa: B023
+      out.append(jax.vmap(functools.partial(search.root_regret, horizon=horizon))(mdp, action=actions))
+    return jnp.stack(out)
 
-  return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
-                 out_shardings=mesh_lib.replicated(mesh))
+  return search.make_unit_fn(config, mesh, env_index, make, mcts_envs.num_instances(env_name, config.num_instances),
+                             regrets)
 
 
 def unit_tally(config, mesh, env_index: int, budget: int, cache: dict) -> search.Tally:
@@ -93,7 +78,7 @@ def unit_tally(config, mesh, env_index: int, budget: int, cache: dict) -> search
   """
   ours = [p for p in config.policies if p not in mctx_adapter.MCTX_POLICIES]
   theirs = [p for p in config.policies if p in mctx_adapter.MCTX_POLICIES]
-  ids = search.padded_ids(_num_runs(config, config.envs[env_index]), mesh)
+  ids = search.padded_ids(config.num_instances * config.runs_per_instance, mesh)
   b = jnp.asarray(budget, jnp.int32)
   parts = {}
   if ours:
@@ -104,26 +89,20 @@ def unit_tally(config, mesh, env_index: int, budget: int, cache: dict) -> search
     fn = make_unit_fn(config, mesh, env_index, theirs, budget)
     parts.update(zip(theirs, _split(mesh_lib.to_host(fn(ids, b)))))
   cols = [parts[p] for p in config.policies]
-  fields = ("regret", "regret_sq", "wrong", "cluster_regret")
+  fields = ("regret", "wrong", "cluster_regret")
   return search.Tally(cols[0].runs, *(jnp.stack([getattr(c, f) for c in cols]) for f in fields),
                       cols[0].cluster_runs)
 
 
 def _split(t: search.Tally) -> list[search.Tally]:
-  return [search.Tally(t.runs, t.regret[i], t.regret_sq[i], t.wrong[i], t.cluster_regret[i], t.cluster_runs)
+  return [search.Tally(t.runs, t.regret[i], t.wrong[i], t.cluster_regret[i], t.cluster_runs)
           for i in range(len(t.regret))]
-
-
-def _num_runs(config, env):
-  del env  # fixed environments (the gridworld) run as many seeds as the random ones
-  return config.num_instances * config.runs_per_instance
 
 
 def num_clusters(config, env_index: int) -> int:
   """Clusters of an environment's runs: its random instances, or every run of a fixed one."""
-  env = config.envs[env_index]
-  n_inst = mcts_envs.num_instances(env, config.num_instances)
-  return _num_runs(config, env) if n_inst == 1 else n_inst
+  n_inst = mcts_envs.num_instances(config.envs[env_index], config.num_instances)
+  return search.num_clusters(config.num_instances * config.runs_per_instance, n_inst)
 
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:

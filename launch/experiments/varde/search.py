@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs import mdps
 from launch import mesh as mesh_lib
 from launch import metrics
 from launch.experiments.varde import search_report
@@ -28,7 +29,6 @@ class Tally(NamedTuple):
 
   runs: np.ndarray  # []
   regret: np.ndarray  # [P]
-  regret_sq: np.ndarray  # [P]
   wrong: np.ndarray  # [P]
   cluster_regret: np.ndarray  # [P, C] regret summed within each cluster
   cluster_runs: np.ndarray  # [C]
@@ -36,7 +36,7 @@ class Tally(NamedTuple):
   @classmethod
   def zeros(cls, num_algorithms: int, num_clusters: int) -> "Tally":
     z = np.zeros((num_algorithms,), np.float32)
-    return cls(np.zeros((), np.float32), z, z.copy(), z.copy(), np.zeros((num_algorithms, num_clusters), np.float32),
+    return cls(np.zeros((), np.float32), z, z.copy(), np.zeros((num_algorithms, num_clusters), np.float32),
                np.zeros((num_clusters,), np.float32))
 
   def __add__(self, other: "Tally") -> "Tally":  # type: ignore[override]
@@ -52,14 +52,47 @@ def tally(regret, valid, cluster, num_clusters: int, tol: float = 1e-5) -> Tally
   v = valid.astype(jnp.float32)[None, :]
   c = jnp.where(valid, cluster, 0)
   per = jax.vmap(lambda x: jax.ops.segment_sum(x, c, num_segments=num_clusters))(regret * v)
-  return Tally(jnp.sum(valid.astype(jnp.float32)), jnp.sum(regret * v, -1), jnp.sum(regret**2 * v, -1),
-               jnp.sum((regret > tol) * v, -1), per,
+  return Tally(jnp.sum(valid.astype(jnp.float32)), jnp.sum(regret * v, -1), jnp.sum((regret > tol) * v, -1), per,
                jax.ops.segment_sum(valid.astype(jnp.float32), c, num_segments=num_clusters))
 
 
-def cluster_of(run: jax.Array, instance: jax.Array, fixed: bool) -> jax.Array:
+def cluster_of(run, instance, fixed: bool):
   """The cluster of a run: its instance, or the run itself in a fixed environment (one instance)."""
   return run if fixed else instance
+
+
+def num_clusters(num_runs: int, num_instances: int) -> int:
+  """How many clusters :func:`cluster_of` gives: the instances, or every run of a fixed environment."""
+  return num_runs if num_instances == 1 else num_instances
+
+
+def root_regret(mdp: mdps.TabularMDP, horizon: int, action: jax.Array) -> jax.Array:
+  """``V*(s0) - Q*(s0, a)`` of the ``horizon``-step problem."""
+  q = mdps.finite_horizon_q(mdp, horizon)[horizon - 1, mdp.s0]
+  return jnp.max(q) - q[action]
+
+
+def make_unit_fn(config, mesh, env_index: int, make: Callable, num_instances: int,
+                 regrets: Callable[[jax.Array, jax.Array, jax.Array], jax.Array]):
+  """Jitted ``(run_ids [P], budget) -> Tally`` of one environment.
+
+  Run ``i`` searches instance ``(i // runs_per_instance) % num_instances``
+  (built by ``make(key)``) with its own key; ``regrets(mdp, keys, budget)``
+  gives the ``[P, R]`` regrets of every algorithm on the batch of runs.
+  """
+  n_clusters = num_clusters(config.num_instances * config.runs_per_instance, num_instances)
+  run_base = jax.random.fold_in(jax.random.key(config.seed + 1), env_index)
+
+  def unit(ids, budget):
+    valid = ids >= 0
+    i = jnp.maximum(ids, 0)
+    inst = (i // config.runs_per_instance) % num_instances
+    mdp = jax.vmap(lambda j: make(instance_key(config.seed, env_index, j)))(inst)
+    keys = jax.vmap(lambda j: jax.random.fold_in(jax.random.fold_in(run_base, budget), j))(i)
+    return tally(regrets(mdp, keys, budget), valid, cluster_of(i, inst, num_instances == 1), n_clusters)
+
+  return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
+                 out_shardings=mesh_lib.replicated(mesh))
 
 
 def padded_ids(num_runs: int, mesh) -> jax.Array:

@@ -39,13 +39,13 @@ def summarize(experiment: str, envs, budgets, names, tallies: dict, extra: dict)
         p = float(t.wrong[i]) / n
         diff = per[i] - per[0]
         res["regret"][env][name][str(budget)] = {
-            "mean": m, "se": _se(per[i]), "runs": int(n), "clusters": int(live.sum()),
-            "diff": float(diff.mean()) if diff.size else 0.0, "diff_se": _se(diff)}
+            "mean": m, "se": stderr(per[i]), "runs": int(n), "clusters": int(live.sum()),
+            "diff": float(diff.mean()) if diff.size else 0.0, "diff_se": stderr(diff)}
         res["wrong"][env][name][str(budget)] = {"p": p, "se": math.sqrt(p * (1 - p) / n)}
   return res
 
 
-def _se(x: np.ndarray) -> float:
+def stderr(x: np.ndarray) -> float:
   """Standard error of the mean of ``x [C]`` (0 below two clusters)."""
   return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) >= 2 else 0.0
 
