@@ -40,6 +40,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from launch import errors
+from launch import mesh as mesh_lib
 
 CHECKSUM_FILE = "checksum.json"
 
@@ -72,6 +73,14 @@ class InputsChangedError(CheckpointError):
         "the run would mix old and new data: restore the file, use a new --workdir, or rerun with "
         "--on_input_change=restart (the old run is kept in <workdir>/superseded/)"
     )
+
+
+def tree_digest(tree) -> str:
+  """SHA-256 of every leaf's bytes of a pytree (bit-identity across runs, resumes and device counts)."""
+  h = hashlib.sha256()
+  for leaf in jax.tree.leaves(mesh_lib.to_host(tree)):
+    h.update(np.ascontiguousarray(leaf).tobytes())
+  return h.hexdigest()
 
 
 def file_digest(path: str) -> str:

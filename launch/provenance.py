@@ -88,10 +88,14 @@ def import_graph(root: str = ROOT) -> dict[str, list[Import]]:
   return {m: list(imports_of(m, modules)) for m in modules}
 
 
-def import_closure(start: Iterable[str], root: str = ROOT) -> list[str]:
-  """Files (relative to ``root``) of ``start`` and every project module they import, directly or not."""
+def import_closure(start: Iterable[str], root: str = ROOT,
+                   graph: Optional[dict[str, list[Import]]] = None) -> list[str]:
+  """Files (relative to ``root``) of ``start`` and every project module they import, directly or not.
+
+  ``graph`` is :func:`import_graph` of ``root`` when a caller asks for several closures.
+  """
   modules = project_modules(root)
-  graph = {m: [i.target for i in imports_of(m, modules)] for m in modules}
+  graph = import_graph(root) if graph is None else graph
   seen, todo = set(), [m for m in start]
   while todo:
     m = todo.pop()
@@ -100,7 +104,7 @@ def import_closure(start: Iterable[str], root: str = ROOT) -> list[str]:
     seen.add(m)
     parts = m.split(".")
     todo.extend(".".join(parts[:k]) for k in range(1, len(parts)))  # a module runs its packages' __init__
-    todo.extend(graph[m])
+    todo.extend(i.target for i in graph[m])
   return sorted(os.path.relpath(modules[m], root) for m in seen)
 
 

@@ -183,17 +183,17 @@ def experiment_body(name: str, workdir: str, results: dict,
   return body, short
 
 
-def closure_of(name: str, root: str = ".") -> list[str]:
-  """The files whose change makes block ``name`` stale."""
+def closure_of(name: str, root: str = ".", graph=None) -> list[str]:
+  """The files whose change makes block ``name`` stale (``graph``: ``provenance.import_graph(root)``)."""
   if name in BENCH_BLOCKS:
-    return provenance.import_closure([BENCH_MODULE], root)
+    return provenance.import_closure([BENCH_MODULE], root, graph)
   experiment = REPORTS[name.removesuffix(HEADLINE)][0]
-  return provenance.import_closure([registry.MODULES[experiment], f"launch.configs.{experiment}"], root)
+  return provenance.import_closure([registry.MODULES[experiment], f"launch.configs.{experiment}"], root, graph)
 
 
 def check(root: str = ".") -> list[dict]:
   """One record per block copy: ``{"block", "file", "status", "detail"}``; status fresh | stale | marked."""
-  out = []
+  out, graph = [], provenance.import_graph(root)
   for path in documents(root):
     with open(os.path.join(root, path)) as f:
       text = f.read()
@@ -209,7 +209,7 @@ def check(root: str = ".") -> list[dict]:
       elif made["dirty"]:
         rec["detail"] = f"made from uncommitted changes on {made['commit']}"
       else:
-        changed = provenance.changed_files(made["commit"], closure_of(name, root), root)
+        changed = provenance.changed_files(made["commit"], closure_of(name, root, graph), root)
         if changed is None:
           rec["detail"] = f"commit {made['commit']} is not in this checkout's history"
         elif changed:

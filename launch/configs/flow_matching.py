@@ -127,9 +127,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.large.update(width=32, depth=2, heads=4, patch=1, mlp_ratio=4)
   config.small.update(width=16, depth=1, heads=2, patch=1, mlp_ratio=2)
   config.flow.update(batch_size=64, learning_rate=1e-2)
-  config.sampler.update(solver="euler", steps=20)
-  config.autoencoder.update(channels=8, latent_channels=4, downsample=2, kl_weight=1e-3, steps=1500, batch_size=64)
-  config.features.update(channels=16, features=64, steps=1000, batch_size=128)
+  config.sampler.steps = 20  # the autoencoder's and feature network's defaults are their cpu sizes
 
   if opts.preset == "smoke":
     config.seeds = 2

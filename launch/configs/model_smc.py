@@ -81,12 +81,15 @@ PROPOSALS = ("grammar", "llm")
 BASELINES = ("hill_climb", "sindy")
 
 
-def _float32_problems(name: str, values, labels=None):
-  """``(name, message)`` for each value that is finite in float64 but not in float32, the data's precision."""
-  for i, v in enumerate(values):
+def _float32_problems(name: str, values, labels):
+  """``(name, message)`` for each value that is finite in float64 but not in float32, the data's precision.
+
+  (Values of config fields are checked by their declaration; these come from inside a text field.)
+  """
+  for v, label in zip(values, labels):
     if math.isfinite(v) and abs(v) > hparams.FLOAT32_MAX:
-      where = f"[{i}]" if labels is None else f" {labels[i]!r}"
-      yield name, f"{where} = {v:g} is not finite in float32, the precision of the fit (largest {hparams.FLOAT32_MAX:.4g})"
+      yield name, (f" {label!r} = {v:g} is not finite in float32, the precision of the fit "
+                   f"(largest {hparams.FLOAT32_MAX:.4g})")
 
 
 
@@ -158,14 +161,12 @@ class Sim(hparams.Hyperparameters):
   def checks(self):
     if self.equations:
       try:
-        states, _, _ = st.parse_system(self.equations, self.params)
+        states, _, values = st.parse_system(self.equations, self.params)
       except (st.StructureError, ValueError) as e:  # UnsafeExpression is a ValueError
         yield "equations", str(e)
         return
       if len(self.x0) != len(states):
         yield "x0", f"{len(self.x0)} initial values for the {len(states)} states {list(states)}"
-      yield from _float32_problems("x0", self.x0)
-      values = st.parse_system(self.equations, self.params)[2]
       yield from _float32_problems("params", list(values.values()), list(values))
       if any(o not in states for o in self.observed):
         yield "observed", f"{list(self.observed)} must name states of sim.equations {list(states)}"
@@ -193,7 +194,6 @@ class CsvData(hparams.Hyperparameters):
   def checks(self):
     if len(self.latent_x0) != len(self.latent):
       yield "latent_x0", f"{len(self.latent_x0)} values for the {len(self.latent)} latent states {list(self.latent)}"
-    yield from _float32_problems("latent_x0", self.latent_x0)
 
 
 

@@ -26,8 +26,9 @@ from typing import Mapping, NamedTuple, Sequence
 
 import jax
 import numpy as np
-import scipy.sparse as sp
 from scipy import stats
+
+from methods.graphpfn import statistics
 
 STRUCTURE_STATS = (
     "num_edges", "mean_degree", "lcc_share", "degree_cv", "degree_top", "clustering", "homophily_level1",
@@ -50,15 +51,6 @@ class TestResult(NamedTuple):
 def effective_groups(n_groups: int, n_nodes: int, min_group_size: int, groups_max: int) -> int:
   """Groups an SBM of ``n_nodes`` nodes gets from ``n_groups`` drawn (capped at its size and ``n / min_group_size``)."""
   return int(np.clip(min(n_groups, n_nodes, n_nodes // min_group_size), 1, groups_max))
-
-
-def _clustering(n: int, u: np.ndarray, v: np.ndarray) -> float:
-  """Mean local clustering coefficient (0 for nodes of degree < 2; Watts & Strogatz, 1998)."""
-  a = sp.coo_matrix((np.ones(2 * len(u)), (np.concatenate([u, v]), np.concatenate([v, u]))), shape=(n, n)).tocsr()
-  deg = np.asarray(a.sum(axis=1)).ravel()
-  tri = np.asarray((a @ a).multiply(a).sum(axis=1)).ravel() / 2
-  pairs = deg * (deg - 1) / 2
-  return float(np.mean(np.where(pairs > 0, tri / np.maximum(pairs, 1), 0.0))) if n else math.nan
 
 
 def subgraph_degrees(g: Mapping, groups_max: int) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +98,7 @@ def structure_statistics(g: Mapping, *, n_sbm: int, groups2: int, groups_max: in
       "num_edges": float(len(u)), "mean_degree": float(mean), "lcc_share": float(np.sum(b1 >= 0) / max(n_sbm, 1)),
       "degree_cv": float(deg.std() / mean) if mean > 0 else math.nan,
       "degree_top": float(deg.max() / mean) if mean > 0 else math.nan,
-      "clustering": _clustering(n, u, v),
+      "clustering": statistics.average_clustering(statistics.adjacency({"num_nodes": n, "senders": u, "receivers": v})),
       "homophily_level1": float(np.mean(b1[u][labelled] == b1[v][labelled])) if labelled.any() else math.nan,
       "homophily_level2": float(np.mean(b2[u][labelled] == b2[v][labelled])) if labelled.any() else math.nan,
       "subgraph_degree_slope": _slope(g, groups_max),

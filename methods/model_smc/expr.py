@@ -38,7 +38,6 @@ import warnings
 from typing import Iterable, Optional
 
 from methods.model_smc import expr_walk
-from methods.model_smc.expr_tree import BINARY  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import BinOp
 from methods.model_smc.expr_tree import Call
 from methods.model_smc.expr_tree import DEFAULT_LIMITS
@@ -47,10 +46,7 @@ from methods.model_smc.expr_tree import FUNCTIONS  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import Limits
 from methods.model_smc.expr_tree import Num
 from methods.model_smc.expr_tree import Sym
-from methods.model_smc.expr_tree import TIME  # noqa: F401  (re-exported)
-from methods.model_smc.expr_tree import UNARY  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import UnsafeExpression
-from methods.model_smc.expr_tree import children  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import depth  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import params_of
 from methods.model_smc.expr_tree import size  # noqa: F401  (re-exported)

@@ -128,10 +128,6 @@ def auxiliary_scores(env: Env, data: training.Data) -> dict:
           "fid_held_out_real": evaluation.fid(env.real, test_feat), "n_held_out_real": int(len(test_feat))}
 
 
-def _params(groups, state: training.RunState) -> dict:
-  return {m.name: training.member_params(st, i) for g, st in zip(groups, state.groups) for i, m in enumerate(g.members)}
-
-
 def sample_unconditional(env: Env, groups, params: dict) -> dict:
   """Test-noise samples of every unconditional model alone (large at ``t_split = 0``, small at 1)."""
   hp = env.hp

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 from typing import Callable, NamedTuple
 
 import jax
@@ -227,17 +226,21 @@ def restore_or_start(config, hp: fm_config.Hp, groups, data: Data, ctx: Context)
   return step, state
 
 
-def digest(tree) -> str:
-  """SHA-256 of every leaf's bytes (bit-identity across runs and resumes)."""
-  h = hashlib.sha256()
-  for leaf in jax.tree.leaves(mesh_lib.to_host(tree)):
-    h.update(np.ascontiguousarray(leaf).tobytes())
-  return h.hexdigest()
+digest = ckpt_lib.tree_digest
 
 
 def member_params(state: fm.TrainState, i: int):
   """EMA weights of member ``i`` of a stacked group state (on the host)."""
   return seed_params(state.ema, i)
+
+
+@functools.lru_cache(maxsize=None)
+def score_fns(net: fm.NetConfig, flow: fm.FlowConfig, loss_times: int, loss_draws: int, grad_draws: int):
+  """Jitted ``(params, z, labels, key) -> [N]`` loss and gradient scores (compiled once for every seed)."""
+  loss = jax.jit(functools.partial(fm.core.loss_scores, net=net, flow=flow, num_times=loss_times,
+                                   num_draws=loss_draws))
+  grad = jax.jit(functools.partial(fm.core.grad_scores, net=net, flow=flow, num_draws=grad_draws))
+  return loss, grad
 
 
 def scores_of(config, hp: fm_config.Hp, large_state, z, labels, s: int) -> dict:
@@ -246,14 +249,11 @@ def scores_of(config, hp: fm_config.Hp, large_state, z, labels, s: int) -> dict:
   params, out, sc = member_params(large_state, s), {}, hp.scoring
   crit = hp.run.reduction_criteria
   z, labels = jnp.asarray(z), jnp.asarray(labels)
+  loss, grad = score_fns(hp.large, hp.flow, sc.loss_times, sc.loss_draws, sc.grad_draws)
   if "loss" in crit:
-    out["loss"] = np.asarray(jax.jit(functools.partial(
-        fm.core.loss_scores, net=hp.large, flow=hp.flow, num_times=sc.loss_times, num_draws=sc.loss_draws))(
-            params, z, labels, key))
+    out["loss"] = np.asarray(loss(params, z, labels, key))
   if "gradient" in crit:
-    out["gradient"] = np.asarray(jax.jit(functools.partial(
-        fm.core.grad_scores, net=hp.large, flow=hp.flow, num_draws=sc.grad_draws))(
-            params, z, labels, jax.random.fold_in(key, 1)))
+    out["gradient"] = np.asarray(grad(params, z, labels, jax.random.fold_in(key, 1)))
   return out
 
 

@@ -29,12 +29,12 @@ def _signed(iv: dict | None) -> str:
   return text
 
 
-def _method_rows(block: dict, metric: str, paired: bool = True) -> list[str]:
+def _method_rows(block: dict, metric: str) -> list[str]:
   rows = []
   for name, m in block["methods"].items():
     diff = "" if name == MODEL else _signed(block["paired"][name][metric])
     cells = [f"`{name}`" if name != MODEL else "**GraphPFN**", _fmt(m[metric]), str(m[metric]["n"])]
-    rows.append("| " + " | ".join(cells + ([diff] if paired else [])) + " |")
+    rows.append("| " + " | ".join(cells + [diff]) + " |")
   return rows
 
 

@@ -19,7 +19,6 @@ graphs, 4 the network's initialisation, 5 the baselines.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 from typing import Callable, NamedTuple
@@ -185,9 +184,4 @@ def curve_of(state: RunState, points: list[int]) -> dict:
   return out
 
 
-def digest(tree) -> str:
-  """SHA-256 of every leaf's bytes (bit-identity across runs and resumes)."""
-  h = hashlib.sha256()
-  for leaf in jax.tree.leaves(mesh_lib.to_host(tree)):
-    h.update(np.ascontiguousarray(leaf).tobytes())
-  return h.hexdigest()
+digest = ckpt_lib.tree_digest

@@ -56,13 +56,13 @@ PARAM_FIELDS = (
 )
 
 
-def _sampler(structure_hp, attribute_hp, mesh, with_probe=False):
+def _sampler(structure_hp, attribute_hp, mesh):
   """``(seed key, start, count, size) -> samples [size]``: graph ``start + i`` from ``fold_in(key, start + i)``.
 
   The keys' axis is sharded over ``mesh``; the jitted sampler is
   :func:`methods.graphpfn.batch_fn` (one compilation per config and size).
   """
-  fn = graphpfn.batch_fn(structure_hp, attribute_hp, with_probe)
+  fn = graphpfn.batch_fn(structure_hp, attribute_hp)
 
   def call(key, start, count, size):
     padded = mesh_lib.padded_size(size, mesh)

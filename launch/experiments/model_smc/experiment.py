@@ -34,6 +34,7 @@ from launch.runtime import Context, Experiment
 from methods.model_smc import codec
 from methods.model_smc import expr as ex
 from methods.model_smc import grammar as grammar_lib
+from methods.model_smc import pooled as pooled_lib
 from methods.model_smc import smc
 from methods.model_smc import structure as st
 from methods.model_smc.evaluator import Evaluator
@@ -161,8 +162,9 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
         hill = scoring.hill_climb(config, task, evaluator, grammar, sampled.proposals)
   if not done and config.algorithm == "tempered":  # after the baselines: their structures are in the visited set
     with profile.phase("averaging"):
-      sampled = sampled._replace(visited=sampler.visited_summary(evaluator, prior),
-                                 mixing=sampler.mixing_check(evaluator, prior, sampled, hill))
+      v = pooled_lib.visited_posterior(evaluator, prior)
+      sampled = sampled._replace(visited=sampler.visited_summary(evaluator, prior, v),
+                                 mixing=sampler.mixing_check(evaluator, prior, sampled, hill, v))
   if not done:
     with profile.phase("checkpoint (final)"):
       done_meta = {

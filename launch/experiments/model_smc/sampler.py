@@ -323,13 +323,17 @@ def run_summary(state: smc.SMCState, evaluator) -> dict:
 TV_PASS = 0.1
 
 
-def visited_summary(evaluator, prior: st.PriorConfig) -> dict:
-  """The visited-set posterior over every structure fitted so far (the baselines' included)."""
-  v = pooled_lib.visited_posterior(evaluator, prior)
+def visited_summary(evaluator, prior: st.PriorConfig, visited: Optional[dict] = None) -> dict:
+  """The visited-set posterior over every structure fitted so far (the baselines' included).
+
+  ``visited``: ``pooled.visited_posterior(evaluator, prior)`` when the caller has it already.
+  """
+  v = pooled_lib.visited_posterior(evaluator, prior) if visited is None else visited
   return {"num_structures": len(v), "mass": dict(list(v.items())[:50]), "order": list(v)}
 
 
-def mixing_check(evaluator, prior: st.PriorConfig, sampled: Sampled, hill: Optional[dict]) -> dict:
+def mixing_check(evaluator, prior: st.PriorConfig, sampled: Sampled, hill: Optional[dict],
+                 visited: Optional[dict] = None) -> dict:
   """Do the particles agree with ``p(m) Z(m)`` over the visited set, and the runs with each other?
 
   The visited set is every structure the evaluator fitted -- the sampler's
@@ -337,9 +341,10 @@ def mixing_check(evaluator, prior: st.PriorConfig, sampled: Sampled, hill: Optio
   counts against the sampler. Returns total variations (pooled and per run),
   each run's top structure and the pooled top's mass in each run, whether
   the runs agree, whether hill climbing's structure is in the sampler's own
-  visited set, and ``passed`` (pooled TV < :data:`TV_PASS` and agreement).
+  visited set, and ``passed`` (pooled TV < :data:`TV_PASS` and agreement). ``visited`` as in
+  :func:`visited_summary`.
   """
-  v = pooled_lib.visited_posterior(evaluator, prior)
+  v = pooled_lib.visited_posterior(evaluator, prior) if visited is None else visited
   per_run = [r["mass"] for r in sampled.runs] or [sampled.mass]
   tops = [next(iter(m)) for m in per_run]
   top = next(iter(sampled.mass))

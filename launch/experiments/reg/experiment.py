@@ -15,7 +15,6 @@ naming the step and the quantity; the last good checkpoint is kept.
 from __future__ import annotations
 
 import functools
-import hashlib
 import time
 
 import jax
@@ -109,12 +108,7 @@ def evaluate(config, data: reg_data.OfflineData, actors, key, episodes: int) -> 
   return d4rl.normalized_score(np.asarray(ret), data.random_return, data.expert_return)
 
 
-def digest(tree) -> str:
-  """SHA-256 of every leaf's bytes (bit-identity of parameters across runs)."""
-  h = hashlib.sha256()
-  for leaf in jax.tree.leaves(mesh_lib.to_host(tree)):
-    h.update(np.ascontiguousarray(leaf).tobytes())
-  return h.hexdigest()
+digest = ckpt_lib.tree_digest
 
 
 def _pad_rows(batch: reg.Batch, capacity: int) -> reg.Batch:
