@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
 DEPS := setup.cfg pyproject.toml requirements/constraints.txt
+# Test files run on this many worker processes (pytest-xdist; 0 runs them in this process).
+TEST_WORKERS ?= 2
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q -c requirements/constraints.txt
 
 .PHONY: venv demo test bench notebooks docs clean
@@ -26,7 +28,7 @@ demo: venv
 
 # pytest exits 5 when it collects nothing: report that as a failure, loudly.
 test: venv
-	@$(BIN)/python -m pytest tests --durations=25; rc=$$?; \
+	@$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadfile --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 bench: $(BENCH_STAMP)

@@ -170,15 +170,14 @@ def experiment_body(name: str, workdir: str, results: dict,
   command = f"python -m launch.main --config=launch/configs/{experiment_name}.py:{arg} --workdir=runs/{name}"
   experiment = registry.get(experiment_name)
   table = experiment.to_markdown(results)
-  headline = experiment.to_headline(results)
 
   def body(path: str) -> str:
     links = [f"![{name} {fig}]({os.path.relpath(dst, os.path.dirname(path) or '.')})" for fig, dst in copied]
     return table + "\n" + produced_by(command, prov, name) + "\n\n" + "\n".join(links)
 
-  def short(path: str) -> str:
+  def short(path: str) -> str:  # only blocks with a README headline ask for it
     del path
-    return headline + "\n" + produced_by(command, prov, name)
+    return experiment.to_headline(results) + "\n" + produced_by(command, prov, name)
 
   return body, short
 
