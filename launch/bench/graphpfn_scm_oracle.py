@@ -28,7 +28,7 @@ from scipy import stats
 import threadpoolctl
 
 from methods import graphpfn
-from methods.graphpfn import AttributeConfig, StructureConfig, two_sample
+from methods.graphpfn import AttributeConfig, StructureConfig, statistics, two_sample
 
 ACTIVATIONS = ("tanh", "leaky_relu", "elu", "identity", "selu", "silu", "relu", "softplus", "relu6", "hardtanh",
                "sign", "rbf", "exp", "sqrt_abs", "unit_interval_indicator", "sine", "square", "abs", "random_fourier")
@@ -394,15 +394,11 @@ def _summary(k: str, v: np.ndarray) -> str:
 
 
 def host_samples(batch) -> list[dict]:
-  """A batched :class:`methods.graphpfn.Sample` as NumPy dicts: the graph, valid rows, kept columns."""
-  s, out = jax.tree.map(np.asarray, batch), []
-  for i in range(s.graph.node_mask.shape[0]):
-    valid, em, new_id = s.graph.node_mask[i], s.graph.edge_mask[i], np.cumsum(s.graph.node_mask[i]) - 1
-    out.append({"senders": new_id[s.graph.senders[i][em]], "receivers": new_id[s.graph.receivers[i][em]],
-                "num_nodes": int(valid.sum()), "x": s.x[i][valid][:, s.feature_mask[i]], "y": s.y[i][valid],
-                "task": int(s.task[i]), "train_mask": s.train_mask[i][valid], "ok": bool(s.ok[i]),
-                "n_requested": int(s.structure.n_nodes[i])})
-  return out
+  """A batched :class:`methods.graphpfn.Sample` as :func:`methods.graphpfn.statistics.host_sample` dicts, with
+  the sample's own check (``ok``) and the node count it was drawn for (``n_requested``)."""
+  batch = jax.tree.map(np.asarray, batch)
+  return [dict(statistics.host_sample(batch, i), ok=bool(batch.ok[i]), n_requested=int(batch.structure.n_nodes[i]))
+          for i in range(batch.graph.node_mask.shape[0])]
 
 
 def scm_two_sample_panel(*, graphs: int, seed: int = 0, structure_hp: StructureConfig = SMALL,
