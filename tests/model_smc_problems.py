@@ -108,4 +108,4 @@ def evaluator(problem: Problem, *, devices: int = 1, **fit) -> Evaluator:
     return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
 
   return Evaluator(problem.library, problem.spec, cfg, problem.data, batch_size=batch, place=place,
-                   to_host=lambda tree: jax.tree.map(np.asarray, tree))
+                   to_host=lambda tree: jax.tree.map(np.asarray, tree), mesh=mesh)

@@ -11,7 +11,9 @@ structure is derived from the seed and its canonical text, which makes
 The evaluator takes two optional hooks from the launcher: ``place`` puts a
 batch's host arrays on devices (e.g. sharded over a mesh's ``data`` axis) and
 ``to_host`` brings results back; ``batch_size`` must then be a multiple of
-the number of devices.
+the number of devices. Given that ``mesh`` too, each device fits its own
+share of a batch with no communication between devices
+(:func:`methods.model_smc.fit.make_batch_fit`).
 """
 
 from __future__ import annotations
@@ -63,12 +65,13 @@ class Record(NamedTuple):
 
 
 def compiled(library_keys: tuple[str, ...], bodies: Sequence, spec: ProblemSpec,
-             cfg: fit_lib.FitConfig) -> tuple[StructuredModel, Callable]:
+             cfg: fit_lib.FitConfig, mesh: Optional[jax.sharding.Mesh] = None
+             ) -> tuple[StructuredModel, Callable]:
   """The model and jitted batch fit for a library (shared within a process)."""
-  cache_key = (library_keys, spec, cfg)
+  cache_key = (library_keys, spec, cfg, mesh)
   if cache_key not in _COMPILED:
     model = StructuredModel(bodies, spec)
-    _COMPILED[cache_key] = (model, fit_lib.make_batch_fit(model, cfg))
+    _COMPILED[cache_key] = (model, fit_lib.make_batch_fit(model, cfg, mesh))
   return _COMPILED[cache_key]
 
 
@@ -94,14 +97,16 @@ class Evaluator:
     batch_size: structures per compiled call (pads the last one).
     place: host ``np.ndarray`` -> device array for batch inputs.
     to_host: device pytree -> host NumPy pytree.
+    mesh: the devices a batch is split over (``place``'s sharding; default: one device).
   """
 
   def __init__(self, library: st.Library, spec: ProblemSpec, cfg: fit_lib.FitConfig, data: Data, *,
                seed: int = 0, batch_size: int = 16,
                place: Optional[Callable[[np.ndarray], Any]] = None,
-               to_host: Optional[Callable[[Any], Any]] = None):
+               to_host: Optional[Callable[[Any], Any]] = None,
+               mesh: Optional[jax.sharding.Mesh] = None):
     self.library, self.spec, self.cfg, self.data = library, spec, cfg, data
-    self.seed, self.batch_size = seed, batch_size
+    self.seed, self.batch_size, self.mesh = seed, batch_size, mesh
     self.place = place or jnp.asarray
     self.to_host = to_host or (lambda tree: jax.tree.map(np.asarray, tree))
     self.cache: dict[str, Record] = {}
@@ -127,11 +132,11 @@ class Evaluator:
     return k
 
   def model(self) -> StructuredModel:
-    return compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg)[0]
+    return compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg, self.mesh)[0]
 
   def batch_fit(self) -> Callable:
     """The compiled ``(signs [B, S, K], keys [B], data [B, ...]) -> Fit`` of the current library."""
-    return compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg)[1]
+    return compiled(self.library.fingerprint, self.library.bodies, self.spec, self.cfg, self.mesh)[1]
 
   def evaluate(self, structures: Sequence[st.Structure]) -> np.ndarray:
     """``[n]`` float64 log evidences (``-inf`` for failed fits)."""
@@ -220,7 +225,7 @@ class Evaluator:
   def _fit_batch(self, items: list[tuple[str, st.Structure]], num_bodies: Optional[int] = None) -> None:
     n_bodies = len(self.library) if num_bodies is None else num_bodies
     lib = self.library
-    model, fn = compiled(tuple(lib.keys[:n_bodies]), lib.bodies[:n_bodies], self.spec, self.cfg)
+    model, fn = compiled(tuple(lib.keys[:n_bodies]), lib.bodies[:n_bodies], self.spec, self.cfg, self.mesh)
     pad = self.batch_size - len(items)
     t0 = time.perf_counter()
     signs = np.stack([m.signs(n_bodies) for _, m in items] + [items[0][1].signs(n_bodies)] * pad)

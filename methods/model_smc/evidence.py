@@ -20,6 +20,8 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from methods.common import linalg
+
 EVIDENCE_KINDS = ("laplace", "bic", "heldout")
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -82,7 +84,7 @@ def laplace_from_hessian(log_joint_value: jax.Array, neg_hessian: jax.Array, mas
                          eig_floor: float = 1e-6) -> Laplace:
   """:func:`laplace` from an already computed masked ``-grad^2 log joint [D, D]``."""
   h = 0.5 * (neg_hessian + neg_hessian.T)
-  eig = jnp.linalg.eigvalsh(h)
+  eig = linalg.eigvalsh(h)
   log_det = jnp.sum(jnp.log(jnp.maximum(jnp.abs(eig), eig_floor)))
   dim = jnp.sum(mask)
   log_z = log_joint_value + 0.5 * dim * _LOG_2PI - 0.5 * log_det

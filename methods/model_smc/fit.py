@@ -27,7 +27,7 @@ Optimisers (``FitConfig.optimizer``):
   time resets the inverse Hessian), or at ``max_iters``. Under ``jax.vmap``
   (over restarts and over a batch of structures) the loop runs while *any*
   entry is still going and stopped entries are frozen (their carry is not
-  updated), so a structure's result does not depend on its batch. With
+  updated), so a structure's result does not depend on its batch neighbours. With
   ``keep < restarts`` only the ``keep`` restarts with the lowest objective
   after ``screen_iters`` iterations are continued.
 * ``adam``: a fixed budget of ``steps`` Adam steps (cosine-decayed step) in
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import chex
 import jax
@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import optax
 
 from methods.common import hparams
+from methods.common import linalg
 from methods.model_smc import evidence as ev
 from methods.model_smc.model import Data
 from methods.model_smc.model import StructuredModel
@@ -316,7 +317,7 @@ def _polish(model, cfg, signs, data, phi, val, mask):
     g = jnp.where(jnp.isfinite(g), g, 0.0) * mask
     h = ev.masked_matrix(jnp.where(jnp.isfinite(h), h, 0.0), mask)
     h = 0.5 * (h + h.T)
-    w, v = jnp.linalg.eigh(h)
+    w, v = linalg.eigh(h)
     w = jnp.maximum(jnp.abs(w), cfg.eig_floor)
     step = v @ ((v.T @ g) / w)
     step = jnp.where(jnp.all(jnp.isfinite(step)) & (i < cfg.newton_steps), step, 0.0)
@@ -413,18 +414,30 @@ def fit_structure(model: StructuredModel, cfg: FitConfig, signs: jax.Array, key:
              grad_norm, neg_hess, nonfinite, converged, iters[best].astype(jnp.int32))
 
 
-def make_batch_fit(model: StructuredModel, cfg: FitConfig):
+def make_batch_fit(model: StructuredModel, cfg: FitConfig, mesh: Optional[jax.sharding.Mesh] = None):
   """Jitted ``(signs [B, S, K], keys [B], data [B, ...]) -> Fit`` with ``[B]`` leading axes.
 
   Each batch entry is a (structure, dataset) pair: the evaluator repeats one
   dataset over the batch; simulation studies fit one structure to many
   datasets with the same compiled function.
+
+  With ``mesh``, ``jax.shard_map`` splits the batch over all of its devices
+  (``B`` a multiple of their number): each device runs its own loops, which
+  stop when its own entries have stopped, with no per-iteration all-reduce
+  of the stopping tests as under ``jax.jit`` of sharded inputs.
   """
-  fit = jax.jit(jax.vmap(functools.partial(fit_structure, model, cfg), in_axes=(0, 0, 0)))
+  per_entry = jax.vmap(functools.partial(fit_structure, model, cfg), in_axes=(0, 0, 0))
+  if mesh is not None and mesh.devices.size > 1:
+    split = jax.sharding.PartitionSpec(mesh.axis_names)
+    per_entry = jax.shard_map(per_entry, mesh=mesh, in_specs=split, out_specs=split, check_vma=False)  # no collectives
+  fit = jax.jit(per_entry)
 
   def batch_fit(signs: jax.Array, keys: jax.Array, data: Data) -> Fit:
     chex.assert_shape(signs, (None, len(model.spec.states), None))
     chex.assert_equal_shape_prefix([signs, keys, data.y], 1)
+    if mesh is not None and signs.shape[0] % mesh.devices.size:
+      raise ValueError(f"batch of {signs.shape[0]} structures: not a multiple of the mesh's "
+                       f"{mesh.devices.size} devices")
     return fit(signs, keys, data)
 
   return batch_fit

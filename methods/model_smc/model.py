@@ -39,6 +39,7 @@ import numpy as np
 
 from envs.ode_systems import rk4_solve  # the project's one RK4 (a pure-JAX function)
 from methods.common import hparams
+from methods.common import linalg
 from methods.model_smc import expr as ex
 from methods.model_smc import interpret
 
@@ -370,7 +371,7 @@ class StructuredModel:
       gram = f.T @ f
       diag = jnp.diag(gram)
       reg = ridge * jnp.maximum(diag, 1e-12) + jnp.where(use, 0.0, 1.0)
-      coef = jnp.linalg.solve(gram + jnp.diag(reg), f.T @ target[:, s])
+      coef = linalg.solve(gram + jnp.diag(reg), f.T @ target[:, s])
       ok = use & (coef > 0) & jnp.isfinite(coef)
       loc, scale = sp.param_prior
       for k in range(lay.num_bodies):

@@ -121,7 +121,7 @@ def make_evaluator(config, task: tasks.Task, library: st.Library, mesh) -> Evalu
     return mesh_lib.global_array(x.shape, sharding, lambda idx: x[idx])
 
   return Evaluator(library, task.spec, smc_config.fit_config(config), task.data, seed=config.seed, batch_size=batch,
-                   place=place, to_host=mesh_lib.to_host)
+                   place=place, to_host=mesh_lib.to_host, mesh=mesh)
 
 
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
