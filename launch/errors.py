@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datasets.offline_rl import d4rl
 from envs import mdp_files
-from methods.model_smc import expr
+from methods.common import errors as method_errors
 
 VERBOSE_ENV = "ICML26_VERBOSE"
 
@@ -36,7 +36,7 @@ class DataError(UserError):
 
 def user_error_types() -> tuple[type, ...]:
   """Every exception type that ``launch.main`` reports in one line."""
-  return (UserError, d4rl.D4RLFormatError, mdp_files.MDPFileError, expr.UnsafeExpression)
+  return (UserError, d4rl.D4RLFormatError, mdp_files.MDPFileError, method_errors.UnsafeExpression)
 
 
 def exit_code(error: BaseException) -> int:

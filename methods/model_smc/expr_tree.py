@@ -4,7 +4,8 @@
 whitelist walker of :mod:`methods.model_smc.expr_walk`) and puts them in
 canonical form; this module holds what both need: the immutable, hashable
 nodes (:class:`Num`, :class:`Sym`, :class:`Call`, :class:`BinOp`), the caps
-(:class:`Limits`), :class:`UnsafeExpression`, and :func:`to_text`, which
+(:class:`Limits`), :class:`UnsafeExpression` (defined in
+:mod:`methods.common.errors`), and :func:`to_text`, which
 prints a tree with the fewest parentheses that parse back to it.
 """
 
@@ -14,21 +15,13 @@ import dataclasses
 import re
 from typing import Optional, Union
 
+from methods.common.errors import UnsafeExpression  # noqa: F401  (re-exported: the refusal of the language)
+
 FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs")
 UNARY = ("neg",) + FUNCTIONS
 BINARY = ("add", "sub", "mul", "div", "pow")
 TIME = "t"
 IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")  # a state or parameter name
-
-
-class UnsafeExpression(ValueError):
-  """An expression that the language refuses; ``reason`` says why."""
-
-  def __init__(self, reason: str, text: Optional[str] = None):
-    self.reason = reason
-    self.text = text
-    shown = "" if text is None else f" in {text[:80]!r}{'...' if len(text) > 80 else ''}"
-    super().__init__(f"rejected expression{shown}: {reason}")
 
 
 @dataclasses.dataclass(frozen=True)
