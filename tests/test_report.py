@@ -88,3 +88,20 @@ def test_state_reads_the_commit_and_modified_files(project):
   assert len(s["commit"]) == 40 and s["modified"] == []
   _write(project, "methods/toy/core.py", "X = 5\n")
   assert provenance.state(project)["modified"] == ["methods/toy/core.py"]
+
+
+def test_each_experiment_imports_only_its_own_method_and_the_shared_code():
+  """A method's change stales only its own blocks: no experiment's import closure reaches another method.
+
+  (``launch.errors`` once named a ModelSMC error type by importing ``methods.model_smc.expr``,
+  whose package imports all of ModelSMC, so a ModelSMC change marked every block stale.)
+  """
+  root = provenance.ROOT
+  graph = provenance.import_graph(root)
+  methods = sorted(d for d in os.listdir(os.path.join(root, "methods"))
+                   if os.path.isfile(os.path.join(root, "methods", d, "__init__.py")) and d != "common")
+  for experiment, module in report.registry.MODULES.items():
+    closure = provenance.import_closure([module, f"launch.configs.{experiment}"], root, graph)
+    used = {f.split("/")[1] for f in closure if f.startswith("methods/") and f.count("/") >= 2} - {"common"}
+    own = [m for m in methods if experiment == m or experiment.startswith(m + "_")]
+    assert used == set(own), (experiment, sorted(used))
