@@ -42,6 +42,7 @@ from absl import flags
 
 from launch import distributed
 from launch import provenance
+from launch.bench import __main__ as bench_main
 from launch import registry
 from launch import runner
 
@@ -185,7 +186,7 @@ def experiment_body(name: str, workdir: str, results: dict,
 def closure_of(name: str, root: str = ".", graph=None) -> list[str]:
   """The files whose change makes block ``name`` stale (``graph``: ``provenance.import_graph(root)``)."""
   if name in BENCH_BLOCKS:
-    return provenance.import_closure([BENCH_MODULE], root, graph)
+    return provenance.import_closure([BENCH_MODULE, *bench_main.BENCHES.values()], root, graph)
   experiment = REPORTS[name.removesuffix(HEADLINE)][0]
   return provenance.import_closure([registry.MODULES[experiment], f"launch.configs.{experiment}"], root, graph)
 

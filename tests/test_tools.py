@@ -1,7 +1,10 @@
 """Demo, report and benchmark scripts: their wiring and the benchmark's peer."""
 
+import importlib
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -37,6 +40,16 @@ def test_bench_markdown_has_ratio():
   rows = [{"benchmark": "b", "ours": 200.0, "peer": 2.0, "unit": "runs/s", "peer_name": "p", "ratio": 100.0, "notes": "n"}]
   md = bench_main.to_markdown(rows, "header")
   assert "**100x**" in md and md.startswith("header")
+
+
+def test_bench_sets_up_its_devices_before_any_benchmark_starts_jax(tmp_path, python_env):
+  """``python -m launch.bench --cpu_devices=2`` reaches its own checks: no import has started JAX's backends."""
+  out = subprocess.run([sys.executable, "-m", "launch.bench", "--cpu_devices=2", "--only=no_such_bench",
+                        f"--out={tmp_path}"], env=python_env, capture_output=True, text=True, timeout=300)
+  assert out.returncode != 0 and "benchmarks are" in out.stderr, out.stderr[-2000:]
+  assert "RuntimeError" not in out.stderr
+  for module in bench_main.BENCHES.values():
+    assert callable(importlib.import_module(module).run)
 
 
 def test_numpy_peer_is_the_same_algorithm_statistically():
