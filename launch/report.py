@@ -68,7 +68,7 @@ REPORTS = {
     "flow_matching_cpu": ("flow_matching", "cpu", ("sample_grid", "t_split_curves", "data_reduction")),
     "flow_matching_mini": ("flow_matching", "cpu,mini=1", ("sample_grid", "t_split_curves", "data_reduction")),
     "graphpfn_prior_cpu": ("graphpfn_prior", "cpu", ("degrees", "statistics", "graphs")),
-    "graphpfn_model_cpu": ("graphpfn", "cpu,steps=240,eval_graphs=200", ("curve",)),
+    "graphpfn_model_cpu": ("graphpfn", "cpu", ("curve",)),
 }
 # Blocks written from a `launch.bench` output directory (``--bench``).
 BENCH_BLOCKS = ("bench", "bench_gpu")
