@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from launch import runner
+from launch.bench import graphpfn_scm_oracle as scm_oracle
 from launch.configs import graphpfn_prior as prior_config
 from launch.experiments.graphpfn import fidelity
 from launch.experiments.graphpfn import fidelity_report
@@ -24,6 +25,7 @@ from methods import graphpfn
 
 def test_smoke_run_results_figures_and_resume(tmp_path):
   config = prior_config.get_config("smoke")
+  config.attribute_panel_graphs = 8  # off at smoke size (one more compilation); on here
   work = str(tmp_path / "run")
   res = runner.run(config, work)
   assert res["num_graphs"] == 64
@@ -38,14 +40,18 @@ def test_smoke_run_results_figures_and_resume(tmp_path):
   assert set(panel["results"]) == {"reference", *graphpfn.VARIANTS} and panel["graphs"] == config.panel_graphs
   assert {(r["task"], r["graph_conv_ratio"]) for r in res["graph_matters"]["rows"]} == {
       (t, x) for t in graphpfn.TASKS for x in (0.0, 1.0)}
+  attributes = res["attribute_panel"]
+  assert attributes["graphs"] == 8 and [r["statistic"] for r in attributes["rows"]] == list(scm_oracle.SCM_STATS)
   table = prior_config_markdown(res)
   assert "Two-sample tests" in table and "Does the graph matter?" in table and "neighbours help" in table
+  assert "against the reference's** (a NumPy port" in table and "| r2_gain | ks |" in table
   # A second run in the same workdir resumes from the last checkpoint: same numbers, no resampling.
   again = runner.run(config, work)
   assert again["statistics"] == json.loads(json.dumps(res["statistics"]))
   assert again["sampling_s"] == 0.0
   assert fidelity.verdicts(again["two_sample"]) == fidelity.verdicts(res["two_sample"])  # from two_sample.json
   assert again["graph_matters"]["rows"] == res["graph_matters"]["rows"]  # from probe.json
+  assert again["attribute_panel"] == json.loads(json.dumps(attributes))  # from attribute_panel.json
 
 
 def prior_config_markdown(results):

@@ -164,6 +164,10 @@ def test_config_errors_name_the_key():
   config.structure.high_degree_max = 500.0
   with pytest.raises(config_schema.ConfigError, match="structure.high_degree_max"):
     runner.validate(config)
+  config = prior_config.get_config("smoke")
+  config.attribute_panel_graphs = 3
+  with pytest.raises(config_schema.ConfigError, match="attribute_panel_graphs.*too few"):
+    runner.validate(config)
 
 
 def test_components_and_prefix_paths_match_networkx_and_the_full_arrays():

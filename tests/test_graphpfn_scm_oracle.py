@@ -104,7 +104,7 @@ def test_panel_runs_on_the_same_graphs():
     assert r.test in ("ks", "chi2") and 0.0 <= r.p_value <= 1.0 and np.isfinite(r.value), _report(panel.results)
   for k in ("n_features", "discrete_share", "mean_abs_corr", "train_share", "r2_own", "r2_gain"):
     assert np.sum(np.isfinite(panel.ours[k])) == panel.ours_ok and np.all(np.isfinite(panel.oracle[k])), k
-  assert "| r2_gain | ks |" in scm_oracle.markdown(panel)
+  assert "| r2_gain | ks |" in scm_oracle.markdown(panel.rows)
 
 
 def test_two_draws_of_the_oracle_pass_every_test():

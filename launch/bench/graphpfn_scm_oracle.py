@@ -422,11 +422,12 @@ def scm_two_sample_panel(*, graphs: int, seed: int = 0, structure_hp: StructureC
   return ScmPanel(rows, results, ours, theirs, sum(g["ok"] for g in samples))
 
 
-def markdown(panel: ScmPanel) -> str:
+def markdown(rows: Sequence[Row]) -> str:
+  """The panel's table: one line per :class:`Row`."""
   head = "| statistic | test | ours | oracle | test statistic | p-value | agree | departures that can explain it |"
   return "\n".join([head, "|---" * 8 + "|"] + [
       f"| {r.statistic} | {r.test} | {r.ours} | {r.oracle} | {r.value:.3f} | {r.p_value:.2g} | "
-      f"{'yes' if r.agree else 'no'} | {'-' if r.agree else r.departures} |" for r in panel.rows])
+      f"{'yes' if r.agree else 'no'} | {'-' if r.agree else r.departures} |" for r in rows])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -439,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> None:
   panel = scm_two_sample_panel(graphs=args.graphs, seed=args.seed, structure_hp=hp)
   print(f"{args.graphs} graphs of {hp.n_nodes_min}-{hp.n_nodes_max} nodes, seed {args.seed}; samples of ours that "
         f"passed its own check: {panel.ours_ok}; Bonferroni threshold {panel.results[0].threshold:.2g}\n")
-  print(markdown(panel))
+  print(markdown(panel.rows))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@ class Run(hparams.Hyperparameters):
   batch_size: int = F(64, "Graphs per jitted call (sharded over the mesh; one checkpoint each).", low=1)
   panel_graphs: int = F(400, "Graph pairs per sampler of the two-sample tests against the reference's sampler "
                         "(0: skip).", low=0)
+  attribute_panel_graphs: int = F(
+      400, "Graphs of the attribute generator's two-sample tests against the reference's generator: its "
+      "default (the paper's) attribute hyperparameters on graphs of 64-128 nodes, whatever the attributes section "
+      "says (0: skip).", low=0)
   probe_graphs: int = F(1536, "Samples of the graph-matters probe, over both ratios and every task kind (0: skip).",
                         low=0)
   probe_high_ratio: float = F(1.0, "graph_conv_ratio of the probe's graph arm (the other arm: 0).", low=0, high=1,
@@ -46,6 +50,9 @@ class Run(hparams.Hyperparameters):
   def checks(self):
     if 0 < self.panel_graphs < 8:
       yield "panel_graphs", f"{self.panel_graphs} pairs are too few for the two-sample tests (at least 8, or 0)"
+    if 0 < self.attribute_panel_graphs < 8:
+      yield "attribute_panel_graphs", (f"{self.attribute_panel_graphs} graphs are too few for the two-sample tests "
+                                       "(at least 8, or 0)")
     if self.num_drawings > self.num_graphs:
       yield "num_drawings", f"{self.num_drawings} is more than num_graphs={self.num_graphs}"
     if self.num_drawings > self.batch_size:
@@ -88,6 +95,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.batch_size = 32
     config.probe_graphs = 64
     config.panel_graphs = 32
+    config.attribute_panel_graphs = 0  # one more compilation (the default attribute sizes); the tests turn it on
     config.num_drawings = 4
     config.tfds_examples = 8
   elif opts.preset == "paper":

@@ -1,8 +1,8 @@
 """The GraphPFN prior's fidelity: two-sample tests against the reference's sampler, and the graph-matters probe.
 
-Two stages of the ``graphpfn_prior`` experiment, each cached in the workdir
-(``two_sample.json``, ``probe.json``) so that a resumed run does not redo
-them (both are deterministic functions of the config):
+Three stages of the ``graphpfn_prior`` experiment, each cached in the workdir
+(``two_sample.json``, ``attribute_panel.json``, ``probe.json``) so that a resumed run does not redo
+them (each a deterministic function of the config):
 
 - :func:`two_sample`: ``panel_graphs`` hyperparameter sets of the
   ``structure`` section, for each a graph of the NumPy oracle of the
@@ -13,6 +13,11 @@ them (both are deterministic functions of the config):
   :data:`methods.graphpfn.two_sample.STRUCTURE_STATS`, Bonferroni over all
   of them at the 1% level (fixed before any result was seen). The
   per-subgraph points (size, internal mean degree) feed the degree plot.
+- :func:`attribute_panel`: the attribute and task generator (this
+  project's default attribute hyperparameters, the paper's) against a NumPy
+  port of the reference's generator on the same ``attribute_panel_graphs``
+  graphs: chi-square or KS tests of
+  :data:`launch.bench.graphpfn_scm_oracle.SCM_STATS`, Bonferroni at 1%.
 - :func:`probe`: ``probe_graphs`` prior samples with ``graph_conv_ratio``
   drawn from ``{0, probe_high_ratio}`` and the structural inputs (degree,
   PageRank, eigenvectors) switched off, so that the two ratios separate
@@ -35,6 +40,7 @@ import numpy as np
 
 from launch import mesh as mesh_lib
 from launch.bench import graphpfn_oracle
+from launch.bench import graphpfn_scm_oracle
 from methods.graphpfn.probe import measure as measure_probe
 from methods.graphpfn import two_sample as two_sample_lib
 
@@ -108,6 +114,23 @@ def probe(config, ctx, structure_hp, attribute_hp) -> dict:
     return {"graphs": config.probe_graphs, "threshold": threshold, "rows": rows}
 
   return _cached(ctx, "probe.json", compute)
+
+
+def attribute_panel(config, ctx) -> dict:
+  """The attribute generator against the reference's (``{}`` when ``attribute_panel_graphs`` is 0): this project's
+  default :class:`methods.graphpfn.AttributeConfig` and the NumPy port of the reference's pretraining draw, on the
+  same ``attribute_panel_graphs`` graphs of :data:`graphpfn_scm_oracle.SMALL` sizes; one row per statistic."""
+  if config.attribute_panel_graphs == 0:
+    return {}
+
+  def compute():
+    panel = graphpfn_scm_oracle.scm_two_sample_panel(graphs=config.attribute_panel_graphs, seed=config.seed)
+    hp = graphpfn_scm_oracle.SMALL
+    return {"graphs": config.attribute_panel_graphs, "alpha": ALPHA, "threshold": panel.results[0].threshold,
+            "nodes": [hp.n_nodes_min, hp.n_nodes_max], "ours_ok": int(panel.ours_ok),
+            "rows": [r._asdict() for r in panel.rows]}
+
+  return _cached(ctx, "attribute_panel.json", compute)
 
 
 def verdicts(panel: dict) -> list[dict]:

@@ -9,9 +9,11 @@ checkpointed, so a killed run resumes and ends with the same numbers. Then
 the fidelity stages (:mod:`.fidelity`, each cached in the workdir): the
 two-sample tests of the structure sampler (the default and each earlier
 variant) against the NumPy oracle of the reference's sampler on
-``panel_graphs`` hyperparameter sets, with the per-subgraph degree plot,
-and the "graph matters" probe (test accuracy / R^2 of ridge with and
-without neighbour-averaged features, classification and regression, at
+``panel_graphs`` hyperparameter sets, with the per-subgraph degree plot;
+the attribute generator's two-sample tests against a NumPy port of the
+reference's on ``attribute_panel_graphs`` graphs; and the "graph matters"
+probe (test accuracy / R^2 of ridge with and without neighbour-averaged
+features, classification and regression, at
 ``graph_conv_ratio`` 0 and ``probe_high_ratio``) on ``probe_graphs``
 samples; the first ``tfds_examples`` samples written through the TFDS
 builder ``graphpfn_prior`` and read back; histograms and drawings of
@@ -158,6 +160,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   structure_hp, attribute_hp = prior_config.hparams_of(config)
   tallies, sample_time = sample_batches(config, ctx, structure_hp, attribute_hp)
   panel = fidelity.two_sample(config, ctx, structure_hp)
+  attributes = fidelity.attribute_panel(config, ctx)
   probes = fidelity.probe(config, ctx, structure_hp, attribute_hp)
   tfds_info = write_tfds(config, ctx, structure_hp, attribute_hp)
   drawings = []
@@ -167,6 +170,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
     drawings = [stats_lib.host_sample(batch, i) for i in range(config.num_drawings)]
   results = report.summarize(config, structure_hp, attribute_hp, tallies, PARAM_FIELDS, probes, tfds_info)
   results["two_sample"] = {k: v for k, v in panel.items() if k != "points"}
+  results["attribute_panel"] = attributes
   # Every graph's statistics and hyperparameters, bit for bit (a resumed run must match an uninterrupted one).
   results["tallies_digest"] = hashlib.sha256(tallies.stats.tobytes() + tallies.params.tobytes()).hexdigest()
   results["sampling_s"] = sample_time

@@ -68,7 +68,8 @@ def format_table(results: dict) -> str:
     lines.append(f"{k:<22}{s['mean']:>9.3f}{s['q05']:>9.3f}{s['median']:>9.3f}{s['q95']:>9.3f}{100 * s['nan_share']:>7.0f}")
   bad = [k for k, r in results["hyperparameter_ranges"].items() if not r["inside"]]
   lines.append(f"sampled hyperparameters outside their ranges: {bad or 'none'}")
-  lines += fidelity_report.summary_lines(results.get("two_sample", {}), results["graph_matters"])
+  lines += fidelity_report.summary_lines(results.get("two_sample", {}), results["graph_matters"],
+                                         results.get("attribute_panel", {}))
   if results["tfds"]:
     lines.append(f"TFDS graphpfn_prior: {results['tfds']['examples']} examples written and read back")
   return "\n".join(lines)
@@ -84,7 +85,8 @@ def markdown_table(results: dict) -> str:
   out.append(f"\nSampled hyperparameters outside their configured ranges: {bad or 'none'}.\n")
   panel = results.get("two_sample", {})
   out += fidelity_report.verdict_table(panel) + fidelity_report.test_table(panel)
-  out += fidelity_report.degree_table(panel) + fidelity_report.probe_table(results["graph_matters"])
+  out += fidelity_report.degree_table(panel) + fidelity_report.attribute_table(results.get("attribute_panel", {}))
+  out += fidelity_report.probe_table(results["graph_matters"])
   return "\n".join(out) + "\n"
 
 
