@@ -42,9 +42,9 @@ from absl import flags
 
 from launch import distributed
 from launch import provenance
-from launch.bench import __main__ as bench_main
 from launch import registry
 from launch import runner
+from launch.bench import __main__ as bench_main
 
 # Block -> (experiment, get_config argument, figures to copy).
 _VARDE_FIGURES = ("error_vs_budget", "allocation_shares")
@@ -72,7 +72,7 @@ REPORTS = {
 }
 # Blocks written from a `launch.bench` output directory (``--bench``).
 BENCH_BLOCKS = ("bench", "bench_gpu")
-BENCH_MODULE = "launch.bench.__main__"
+BENCH_MODULE = bench_main.__name__
 HEADLINE = ".headline"
 DOCS = "docs"
 FIGURES = os.path.join(DOCS, "figures")
