@@ -5,7 +5,9 @@ Both must be set before any JAX computation, hence at import time here.
 
 import gc
 import os
+import signal
 import sys
+import time
 
 import jax
 
@@ -17,6 +19,8 @@ import pytest  # noqa: E402
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
+
+from launch import checkpoint  # noqa: E402  (after the path and device set-up above)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -47,3 +51,35 @@ def python_env() -> dict:
   env.pop("XLA_FLAGS", None)
   env["PYTHONUNBUFFERED"] = "1"
   return env
+
+
+def _sealed_steps(ckdir: str) -> list[int]:
+  """Steps under ``ckdir`` whose checksum is written: those a resume restores."""
+  if not os.path.isdir(ckdir):
+    return []
+  return [int(d) for d in os.listdir(ckdir)
+          if d.isdigit() and os.path.isfile(os.path.join(ckdir, d, checkpoint.CHECKSUM_FILE))]
+
+
+@pytest.fixture
+def kill_after_checkpoint():
+  """``kill(proc, ckdir, step, timeout)``: SIGKILLs ``proc`` once a checkpoint at ``>= step`` is sealed.
+
+  A step's directory appears before its checksum; a kill between the two
+  leaves a step that never verifies, so the wait is for the checksum file.
+  """
+  def kill(proc, ckdir: str, step: int, timeout: float) -> int:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+      steps = _sealed_steps(ckdir)
+      if steps and max(steps) >= step:
+        break
+      assert proc.poll() is None, proc.stdout.read()
+      time.sleep(0.02)
+    else:
+      raise AssertionError(f"no checkpoint at step >= {step} in {ckdir} within {timeout} s")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    return max(steps)
+  return kill

@@ -4,10 +4,8 @@ tables on a constructed panel, and "the graph matters", statistically."""
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import jax
 import numpy as np
@@ -114,7 +112,7 @@ def _launch(work, env):
   return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env):
+def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_after_checkpoint):
   """A run killed with SIGKILL between its 12 checkpointed batches resumes and ends with every graph's
   statistics and hyperparameters bit-identical to an uninterrupted run's (the runs share a compilation cache)."""
   env = dict(python_env, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax_cache"),
@@ -124,17 +122,8 @@ def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env):
   assert full.returncode == 0, out
   work = str(tmp_path / "killed")
   proc = _launch(work, env)
-  ckdir = os.path.join(work, "checkpoints")
-  deadline = time.time() + 600
-  while time.time() < deadline:  # kill once a few batches are checkpointed, mid-run
-    steps = [int(d) for d in os.listdir(ckdir) if d.isdigit()] if os.path.isdir(ckdir) else []
-    if steps and max(steps) >= 3:
-      break
-    assert proc.poll() is None, proc.stdout.read()
-    time.sleep(0.02)
-  os.kill(proc.pid, signal.SIGKILL)
-  proc.wait()
-  assert proc.returncode == -signal.SIGKILL
+  # kill once a few batches are checkpointed and sealed, mid-run
+  kill_after_checkpoint(proc, os.path.join(work, "checkpoints"), 3, timeout=600)
   assert not os.path.exists(os.path.join(work, "results.json"))
   resumed = _launch(work, env)
   out, _ = resumed.communicate(timeout=600)

@@ -2,10 +2,8 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import chex
 import jax
@@ -132,23 +130,14 @@ def _launch(work, env):
 
 
 @pytest.mark.slow  # three smoke runs in subprocesses: a few minutes of CPU
-def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env):
+def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_after_checkpoint):
   full = _launch(str(tmp_path / "full"), python_env)
   out, _ = full.communicate(timeout=900)
   assert full.returncode == 0, out
   work = str(tmp_path / "killed")
   proc = _launch(work, python_env)
-  ckdir = os.path.join(work, "checkpoints")
-  deadline = time.time() + 900
-  while time.time() < deadline:  # kill once step 5's checkpoint is on disk, mid-training
-    steps = [int(d) for d in os.listdir(ckdir) if d.isdigit()] if os.path.isdir(ckdir) else []
-    if steps and max(steps) >= 5:
-      break
-    assert proc.poll() is None, proc.stdout.read()
-    time.sleep(0.05)
-  os.kill(proc.pid, signal.SIGKILL)
-  proc.wait()
-  assert proc.returncode == -signal.SIGKILL
+  # kill once step 5's checkpoint is sealed, mid-training
+  kill_after_checkpoint(proc, os.path.join(work, "checkpoints"), 5, timeout=900)
   assert not os.path.exists(os.path.join(work, "results.json"))
   resumed = _launch(work, python_env)
   out, _ = resumed.communicate(timeout=900)

@@ -2,10 +2,8 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -141,24 +139,15 @@ def _launch(work, data_dir, env, extra=()):
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_resumes_bit_identical(tmp_path, repo_root, python_env):
+def test_sigkill_mid_run_resumes_bit_identical(tmp_path, repo_root, python_env, kill_after_checkpoint):
   data_dir = str(tmp_path / "data")
   full = _launch(str(tmp_path / "full"), data_dir, python_env)
   out, _ = full.communicate(timeout=600)
   assert full.returncode == 0, out
   work = str(tmp_path / "killed")
   proc = _launch(work, data_dir, python_env)
-  ckdir = os.path.join(work, "checkpoints")
-  deadline = time.time() + 600
-  while time.time() < deadline:  # kill once a checkpoint of the first unit is on disk, mid-run
-    steps = [int(d) for d in os.listdir(ckdir) if d.isdigit()] if os.path.isdir(ckdir) else []
-    if steps and max(steps) >= 2:
-      break
-    assert proc.poll() is None, proc.stdout.read()
-    time.sleep(0.05)
-  os.kill(proc.pid, signal.SIGKILL)
-  proc.wait()
-  assert proc.returncode == -signal.SIGKILL
+  # kill once a checkpoint of the first unit is sealed, mid-run
+  kill_after_checkpoint(proc, os.path.join(work, "checkpoints"), 2, timeout=600)
   assert not os.path.exists(os.path.join(work, "results.json"))
   resumed = _launch(work, data_dir, python_env)
   out, _ = resumed.communicate(timeout=600)
