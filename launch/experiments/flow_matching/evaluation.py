@@ -10,6 +10,10 @@ the noises). Coarse-to-fine runs the small model for ``t < t_split`` and the
 large one after; ``t_split`` is the largest split whose mean FID and KID on
 the validation noises are within the fixed margins of the large model's (and
 every smaller split's too), and its quality is reported on the test noises.
+
+Sampling splits the noises over the mesh's ``data`` axis (padded to a
+multiple of its size), with the parameters replicated: every device integrates
+its share of the samples.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jax.sharding import Mesh
 
 from launch import mesh as mesh_lib
 from launch.configs import flow_matching as fm_config
@@ -38,15 +44,37 @@ class Env(NamedTuple):
   real: np.ndarray  # [M, F] features of the generative split
   noises: evaluation.NoiseSets
   channels: int  # image channels
+  mesh: Mesh
+  placed: evaluation.NoiseSets  # the noises split over the mesh (see :func:`split`)
 
 
-def make_env(config, hp: fm_config.Hp, state: training.RunState, data: training.Data, scales) -> Env:
+def split(x, mesh: Mesh) -> jax.Array:
+  """``x [N, ...]`` as a global array split over ``mesh``'s ``data`` axis, padded with copies of row 0."""
+  x = np.asarray(mesh_lib.to_host(x))
+  pad = mesh_lib.padded_size(len(x), mesh) - len(x)
+  if pad:
+    x = np.concatenate([x, np.repeat(x[:1], pad, axis=0)])
+  return mesh_lib.global_array(x.shape, mesh_lib.data_sharding(mesh), lambda idx: x[idx])
+
+
+def replicate(env: Env, tree):
+  """Parameters (one pytree) copied to every device of the mesh."""
+  return jax.device_put(tree, mesh_lib.replicated(env.mesh))
+
+
+def gather(x, n: int, axis: int = 0) -> np.ndarray:
+  """The first ``n`` samples (along ``axis``) of a sharded output, on the host."""
+  return np.take(mesh_lib.to_host(x), np.arange(n), axis=axis)
+
+
+def make_env(config, hp: fm_config.Hp, state: training.RunState, data: training.Data, scales, mesh: Mesh) -> Env:
   feat = state.features.params
   real = np.asarray(feature_net.embed(feat, jnp.asarray(data.gen_x), hp=hp.features)[1])
   lat = training.latent_shape(hp, data)
   noises = evaluation.noise_sets(jax.random.fold_in(jax.random.key(config.seed), 999), lat, hp.protocol.num_samples)
   ae = [training.seed_params(state.autoencoders.params, s) for s in range(hp.run.seeds)]
-  return Env(hp, feat, ae, list(scales), real, noises, data.gen_x.shape[-1])
+  placed = evaluation.NoiseSets(*(split(x, mesh) for x in noises))
+  return Env(hp, feat, ae, list(scales), real, noises, data.gen_x.shape[-1], mesh, placed)
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,9 +120,9 @@ def curve_fn(env: Env, group: training.Group, ema) -> np.ndarray:
   out = np.zeros(p, np.float32)
   if group.conditional:
     return out
-  x0 = env.noises.val[:hp.run.curve_samples]
+  n = hp.run.curve_samples
   fn = _stacked_fn(hp.net(group.arch), hp.flow, hp.sampler.steps, hp.sampler.solver)
-  x1 = np.asarray(fn(jax.tree.map(lambda a: jnp.asarray(np.asarray(mesh_lib.to_host(a))), ema), x0))
+  x1 = gather(fn(replicate(env, mesh_lib.to_host(ema)), split(env.noises.val[:n], env.mesh)), n, axis=1)
   for i, m in enumerate(group.members):
     q = evaluation.sample_quality(jnp.asarray(x1[i]), env.real, scale=env.scales[m.seed], ae_params=env.ae[m.seed],
                                   ae_hp=hp.autoencoder, feat_params=env.feat, feat_hp=hp.features,
@@ -131,32 +159,44 @@ def auxiliary_scores(env: Env, data: training.Data) -> dict:
 def sample_unconditional(env: Env, groups, params: dict) -> dict:
   """Test-noise samples of every unconditional model alone (large at ``t_split = 0``, small at 1)."""
   hp = env.hp
-  fn = c2f_fn(hp.small, hp.large, hp.flow, hp.sampler.steps, hp.sampler.solver)
   out = {}
   for g in groups:
     if g.conditional:
       continue
     for m in g.members:
-      ref_small, ref_large = params[f"small_s{m.seed}"], params[f"large_s{m.seed}"]
-      x1 = (fn(params[m.name], ref_large, env.noises.test, 1.0) if g.arch == "small"
-            else fn(ref_small, params[m.name], env.noises.test, 0.0))
+      small, large = (m.name, f"large_s{m.seed}") if g.arch == "small" else (f"small_s{m.seed}", m.name)
+      x1 = sample_c2f(env, params[small], params[large], "test", 1.0 if g.arch == "small" else 0.0)
       out[m.name] = score(env, m.seed, x1, images=True)
   return out
+
+
+def sample_c2f(env: Env, small, large, noises: str, t_split: float) -> np.ndarray:
+  """Coarse-to-fine samples from the ``noises`` set (``"val"`` or ``"test"``), split over the mesh."""
+  hp = env.hp
+  fn = c2f_fn(hp.small, hp.large, hp.flow, hp.sampler.steps, hp.sampler.solver)
+  x1 = fn(replicate(env, small), replicate(env, large), getattr(env.placed, noises), t_split)
+  return gather(x1, len(getattr(env.noises, noises)))
+
+
+def sample_guided(env: Env, net: fm.NetConfig, flow: fm.FlowConfig, params, labels, w: float) -> np.ndarray:
+  """Guided samples of the test noises with ``labels [N]`` at scale ``w``, split over the mesh."""
+  fn = guided_fn(net, flow, env.hp.sampler.steps, env.hp.sampler.solver)
+  n = len(env.noises.test)
+  return gather(fn(replicate(env, params), env.placed.test, split(labels, env.mesh), w), n)
 
 
 def coarse_to_fine(env: Env, params: dict, alone: dict) -> dict:
   """Validation FID / KID per split and seed, the split chosen at the fixed margin, its test quality and costs."""
   hp, rc, pr = env.hp, env.hp.run, env.hp.protocol
-  fn = c2f_fn(hp.small, hp.large, hp.flow, hp.sampler.steps, hp.sampler.solver)
   ts = sorted(rc.t_splits)
   fid_val, kid_val = np.zeros((rc.seeds, len(ts))), np.zeros((rc.seeds, len(ts)))
   for s in range(rc.seeds):
     for j, t in enumerate(ts):
-      q = score(env, s, fn(params[f"small_s{s}"], params[f"large_s{s}"], env.noises.val, t))
+      q = score(env, s, sample_c2f(env, params[f"small_s{s}"], params[f"large_s{s}"], "val", t))
       fid_val[s, j], kid_val[s, j] = q["fid"], q["kid"]
   choice = evaluation.choose_t_split(ts, fid_val, kid_val, fid_val[:, 0], kid_val[:, 0], fid_margin=pr.fid_margin,
                                      kid_margin=pr.kid_margin)
-  test = [score(env, s, fn(params[f"small_s{s}"], params[f"large_s{s}"], env.noises.test, choice.t_split),
+  test = [score(env, s, sample_c2f(env, params[f"small_s{s}"], params[f"large_s{s}"], "test", choice.t_split),
                 images=True) for s in range(rc.seeds)]
   fid_l = [alone[f"large_s{s}"]["fid"] for s in range(rc.seeds)]
   kid_l = [alone[f"large_s{s}"]["kid"] for s in range(rc.seeds)]

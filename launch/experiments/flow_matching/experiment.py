@@ -40,7 +40,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   groups = training.groups_of(hp.run)
   step, state = training.restore_or_start(config, hp, groups, data, ctx)
   zs, scales = training.latents(hp, state, data)
-  env = evaluation.make_env(config, hp, state, data, scales)
+  env = evaluation.make_env(config, hp, state, data, scales, ctx.mesh)
   state, rows = training.train_groups(config, hp, groups, state, step, zs, data.gen_y,
                                       lambda g, ema: evaluation.curve_fn(env, g, ema), ctx)
   params = {m.name: training.member_params(st, i) for g, st in zip(groups, state.groups)

@@ -82,14 +82,15 @@ def conditional(env: ev_lib.Env, groups, params: dict) -> list[dict]:
   group = next((g for g in groups if g.conditional), None)
   if group is None:
     return []
-  fn = ev_lib.guided_fn(hp.large, training.flow_of(hp, group), hp.sampler.steps, hp.sampler.solver)
   labels = evaluation.balanced_labels(hp.protocol.num_samples, hp.flow.num_classes)
   out = []
   for c in tuple(rc.reduction_criteria) + ("",):
     for w in hp.protocol.guidance_scales:
       acc, fid, kid = [], [], []
       for s in range(rc.seeds):
-        q = ev_lib.score(env, s, fn(params[f"cond_{c or 'all'}_s{s}"], env.noises.test, labels, w))
+        x1 = ev_lib.sample_guided(env, hp.large, training.flow_of(hp, group), params[f"cond_{c or 'all'}_s{s}"],
+                                  labels, w)
+        q = ev_lib.score(env, s, x1)
         acc.append(evaluation.conditional_accuracy(q["logits"], labels))
         fid.append(q["fid"])
         kid.append(q["kid"])
