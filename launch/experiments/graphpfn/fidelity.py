@@ -124,8 +124,9 @@ def attribute_panel(config, ctx) -> dict:
     return {}
 
   def compute():
-    panel = graphpfn_scm_oracle.scm_two_sample_panel(graphs=config.attribute_panel_graphs, seed=config.seed)
     hp = graphpfn_scm_oracle.SMALL
+    panel = graphpfn_scm_oracle.scm_two_sample_panel(graphs=config.attribute_panel_graphs, seed=config.seed,
+                                                     structure_hp=hp)
     return {"graphs": config.attribute_panel_graphs, "alpha": ALPHA, "threshold": panel.results[0].threshold,
             "nodes": [hp.n_nodes_min, hp.n_nodes_max], "ours_ok": int(panel.ours_ok),
             "rows": [r._asdict() for r in panel.rows]}
