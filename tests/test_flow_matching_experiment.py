@@ -17,8 +17,10 @@ from PIL import Image
 from datasets.images import builder as image_builder
 from launch import checkpoint as ckpt_lib
 from launch import config_schema
+from launch import mesh as mesh_lib
 from launch import runner
 from launch.configs import flow_matching as fm_config
+from launch.experiments.flow_matching import evaluation as fm_eval
 from launch.experiments.flow_matching import experiment as fm_exp
 from launch.experiments.flow_matching import training as fm_training
 
@@ -184,3 +186,17 @@ def test_nan_stops_naming_the_step_and_resume_is_bit_identical(tmp_path, tfds_di
   assert resumed["quality"] == ref["quality"] and resumed["reduction"] == ref["reduction"]
   steps = [json.loads(x)["step"] for x in open(os.path.join(work, "metrics.jsonl"))]
   assert steps == list(range(1, 10))
+
+
+@pytest.mark.parametrize("devices", [1, 3, 8])
+def test_noises_split_over_the_mesh_pad_and_gather_back(devices):
+  """13 noises on 1, 3 and 8 devices: padded to a multiple of the mesh, split over it, and the first 13 come back."""
+  mesh = mesh_lib.make_mesh(devices)
+  x = np.random.default_rng(0).normal(size=(13, 7, 7, 4)).astype(np.float32)
+  placed = fm_eval.split(x, mesh)
+  assert placed.shape == (mesh_lib.padded_size(13, mesh), 7, 7, 4)
+  assert len(placed.sharding.device_set) == devices
+  np.testing.assert_array_equal(fm_eval.gather(placed * 2.0, 13), 2.0 * x)
+  m = np.arange(1, 4, dtype=np.float32)[:, None, None, None, None]
+  stacked = placed[None] * m  # [members, N, ...], as the training-curve sampler returns
+  np.testing.assert_array_equal(fm_eval.gather(stacked, 13, axis=1), m * x)
