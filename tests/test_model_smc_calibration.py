@@ -130,3 +130,24 @@ def test_laplace_interval_is_the_gaussian_one():
   np.testing.assert_allclose(iv.hi[0], np.where(is_log, np.exp(want), want), rtol=1e-5)
   bad = post.laplace_intervals(su.model, phi, h.at[0, 0].set(-1.0), jnp.ones((d,)), (0.9,))
   assert not bool(bad.ok) and np.all(np.isnan(bad.lo))
+
+
+def test_batched_intervals_decompose_one_matrix_per_call():
+  """The calibration study's batch (many datasets' Hessians under ``vmap``) calls LAPACK one matrix at a time.
+
+  A batched ``eigh`` splits its batch over XLA's intra-op pool and waits for
+  the chunks; with every pool thread inside one such wait the study stopped
+  with idle cores (2 cores, toggle switch, 32 datasets per call). See
+  ``methods.common.linalg``.
+  """
+  rc = RunConfig(systems=("damped_oscillator",), num_datasets=2, model_preset="smoke")
+  su = cal.setup_system("damped_oscillator", rc, seed=1)
+  d = su.model.dim
+  phi = jnp.zeros((32, d), jnp.float32)
+  h = jnp.broadcast_to(jnp.eye(d, dtype=jnp.float32), (32, d, d))
+  mask = jnp.ones((32, d), jnp.float32)
+  laplace = jax.vmap(lambda p, m, k: post.laplace_intervals(su.model, p, m, k, rc.levels))
+  whitening = jax.vmap(lambda m, k: post._whitening(m, k, 1e-6))
+  for hlo in (jax.jit(laplace).lower(phi, h, mask).as_text(), jax.jit(whitening).lower(h, mask).as_text()):
+    calls = [line for line in hlo.splitlines() if "syevd" in line and "custom_call" in line]
+    assert calls and all(f"tensor<{d}x{d}xf32>" in c and "tensor<32x" not in c for c in calls), calls

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from methods.common import hparams
+from methods.common import linalg
 from methods.model_smc.fit import Fit
 from methods.model_smc.fit import FitConfig
 from methods.model_smc.model import Data
@@ -147,7 +148,7 @@ def laplace_intervals(model: StructuredModel, phi: jax.Array, neg_hessian: jax.A
   levels = _levels(levels)
   chex.assert_shape(neg_hessian, (phi.shape[0], phi.shape[0]))
   h = 0.5 * (neg_hessian + neg_hessian.T)
-  w, v = jnp.linalg.eigh(h)
+  w, v = linalg.eigh(h)
   ok = jnp.all(w > 0) & jnp.all(jnp.isfinite(h)) & jnp.all(jnp.isfinite(phi))
   var = jnp.sum(v * v / jnp.where(w > 0, w, 1.0)[None, :], axis=1)
   sd = jnp.sqrt(var) * mask
@@ -162,7 +163,7 @@ def _whitening(neg_hessian: jax.Array, mask: jax.Array, eig_floor: float) -> jax
   """Symmetric ``W = H^{-1/2}`` (``|eigenvalues|`` floored), zero off the active block's coupling."""
   h = 0.5 * (neg_hessian + neg_hessian.T)
   h = jnp.where(jnp.isfinite(h), h, 0.0)
-  w, v = jnp.linalg.eigh(h)
+  w, v = linalg.eigh(h)
   w = jnp.maximum(jnp.abs(w), eig_floor)
   root = (v / jnp.sqrt(w)[None, :]) @ v.T
   return root * mask[:, None] * mask[None, :]
