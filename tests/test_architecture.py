@@ -7,6 +7,10 @@
 * ``launch/experiments`` holds one package per method family, no flat module.
 * No module over 450 lines and no function over 80 lines in any package.
 * Importing the registry loads no experiment (and no JAX).
+* JAX's LAPACK-backed decompositions in ``methods/`` and ``envs/`` go through
+  ``methods.common.linalg`` (one matrix per kernel call on CPU, so a sharded
+  batch cannot stop with idle cores), except at the named call sites that
+  never see a batch.
 """
 
 import ast
@@ -28,6 +32,18 @@ ALLOWED = {
 }
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 80
+# jnp.linalg / jax.scipy.linalg / lax.linalg functions that call a LAPACK kernel on CPU.
+LAPACK = {"cholesky", "cho_factor", "cho_solve", "det", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq", "lu",
+          "lu_factor", "lu_solve", "pinv", "qr", "schur", "slogdet", "solve", "solve_triangular", "svd", "svdvals",
+          "tensorsolve", "tensorinv", "triangular_solve", "matrix_power", "matrix_rank", "expm", "sqrtm"}
+# (module, function) -> why a direct call is safe there.
+DIRECT_LAPACK_OK = {
+    ("methods.common.linalg", "<module>"): "the wrappers themselves",
+    ("methods.model_smc.evidence", "gaussian_log_evidence"): "one linear-Gaussian model per call (a test reference)",
+    ("methods.model_smc.predictive", "draw"): "one Hessian per call, jitted per model (jitted_draw), never vmapped",
+    ("envs.mdps", "policy_value"): "one MDP per call (envs cannot import methods; batched callers use "
+                                   "methods.varde.bpi.occupancy)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +128,57 @@ def test_module_and_function_sizes(graph):
         if n > MAX_FUNCTION_LINES:
           long_functions.append((name, node.name, n))
   assert long_modules == [] and long_functions == []
+
+
+def _lapack_calls(tree):
+  """``(function, dotted call)`` of every ``*.linalg.<LAPACK>`` use in a module's AST."""
+
+  def dotted(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+      parts.append(node.attr)
+      node = node.value
+    return ".".join(([node.id] if isinstance(node, ast.Name) else ["?"]) + parts[::-1])
+
+  out = []
+
+  def visit(node, scope):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      scope = node.name if scope == "<module>" else scope
+    if isinstance(node, ast.Attribute) and node.attr in LAPACK:
+      name = dotted(node)
+      if ".linalg." in name and name.split(".")[0] in {"jnp", "jax", "jsp", "lax"}:
+        out.append((scope, name))
+    if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("linalg") and \
+        (node.module or "").startswith("jax") and any(a.name in LAPACK for a in node.names):
+      out.append((scope, f"from {node.module} import ..."))
+    for child in ast.iter_child_nodes(node):
+      visit(child, scope)
+
+  visit(tree, "<module>")
+  return out
+
+
+def test_lapack_decompositions_go_through_common_linalg(graph):
+  modules, _ = graph
+  direct, seen = [], set()
+  for name, path in modules.items():
+    if name.split(".")[0] not in ("methods", "envs"):
+      continue
+    for scope, call in _lapack_calls(ast.parse(open(path).read())):
+      key = (name, "<module>") if name == "methods.common.linalg" else (name, scope)
+      seen.add(key)
+      if key not in DIRECT_LAPACK_OK:
+        direct.append((name, scope, call))
+  assert direct == []
+  assert set(DIRECT_LAPACK_OK) <= seen, "an exception names a call site that no longer exists"
+
+
+def test_lapack_scan_finds_direct_calls():
+  src = ("import jax\nimport jax.numpy as jnp\nfrom jax.scipy.linalg import cho_solve\n"
+         "def f(a, b):\n  return jnp.linalg.solve(a, b) + jax.scipy.linalg.expm(a) + jnp.linalg.norm(a)\n")
+  assert sorted(_lapack_calls(ast.parse(src))) == [
+      ("<module>", "from jax.scipy.linalg import ..."), ("f", "jax.scipy.linalg.expm"), ("f", "jnp.linalg.solve")]
 
 
 def test_registry_import_loads_no_experiment(repo_root, python_env):

@@ -59,6 +59,32 @@ def test_greedy_allocation_converges_to_sqrt_of_the_weights():
   np.testing.assert_allclose(shares, np.sqrt(w) / np.sqrt(w).sum(), atol=1e-3)
 
 
+def test_policy_regret_matches_the_policy_value_solve():
+  mdp = mdps.garnet(jax.random.key(2), 7, 3, 2, reward_std=(0.1, 1.0))
+  policies = jax.random.randint(jax.random.key(3), (16, 7), 0, 3)
+  v_star, _ = mdps.value_iteration(mdp, tol=1e-7)
+  v_pi = jax.vmap(lambda p: mdps.policy_value(mdp, jax.nn.one_hot(p, 3))[mdp.s0])(policies)
+  got = jax.vmap(lambda p: bpi.policy_regret(mdp, p))(policies)
+  np.testing.assert_allclose(got, v_star[mdp.s0] - v_pi, rtol=1e-5, atol=1e-5)
+
+
+def test_batched_runs_solve_one_matrix_per_lapack_call():
+  """The runs' batch (``vmap`` over seeds, sharded over CPU devices) calls LAPACK one matrix at a time.
+
+  A batched solve splits its batch over XLA's intra-op pool and waits for the
+  chunks; with every pool thread inside such a wait a sharded run stops with
+  idle cores. See ``methods.common.linalg``.
+  """
+  mdp = mdps.garnet(jax.random.key(0), 6, 2, 2, reward_std=(0.1, 1.0))
+  hp = bpi.BPIHparams()
+  alg = bpi.make_algorithm("varde", hp, 64)
+  run = jax.vmap(lambda k: bpi.policy_regret(mdp, bpi.run_bpi(alg, mdp, k, budget=64, hp=hp).policy))
+  hlo = jax.jit(run).lower(jax.random.split(jax.random.key(1), 32)).as_text()
+  calls = [line for line in hlo.splitlines() if "custom_call @lapack" in line]
+  assert any("getrf" in c for c in calls), calls
+  assert all('num_batch_dims = "0"' in c for c in calls), calls
+
+
 def test_policy_regret_is_exact_and_falls_with_the_budget():
   mdp = mdps.garnet(jax.random.key(0), 6, 2, 2, reward_std=(0.1, 1.0))
   _, q = mdps.value_iteration(mdp, tol=1e-7)

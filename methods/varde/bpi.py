@@ -59,6 +59,7 @@ import jax.numpy as jnp
 
 from envs import mdps
 from methods.common import hparams
+from methods.common import linalg
 
 ALGORITHMS = ("varde", "varde_no_floor", "uniform", "mdp_gape", "bespoke")
 
@@ -131,7 +132,9 @@ def occupancy(mdp: mdps.TabularMDP, policy: jax.Array) -> jax.Array:
       jnp.arange(s)[:, None, None], jnp.arange(mdp.num_actions)[None, :, None], mdp.succ
   ].add(mdp.prob)
   p_pi = jnp.einsum("sa,sat->st", policy, dense) * (~mdp.terminal)[:, None]
-  d = jnp.linalg.solve(jnp.eye(s) - mdp.gamma * p_pi.T, jax.nn.one_hot(mdp.s0, s))
+  # One matrix per LAPACK call on CPU: the runs' batch of solves would otherwise
+  # be split over XLA's intra-op pool, which can stop a sharded run (methods.common.linalg).
+  d = linalg.solve(jnp.eye(s) - mdp.gamma * p_pi.T, jax.nn.one_hot(mdp.s0, s))
   return d[:, None] * policy
 
 
@@ -286,10 +289,16 @@ def run_bpi(algorithm: BPIAlgorithm, mdp: mdps.TabularMDP, key: jax.Array, *, bu
 
 
 def policy_regret(mdp: mdps.TabularMDP, policy: jax.Array) -> jax.Array:
-  """``V*(s0) - V^pi(s0)`` of a deterministic ``policy [S]`` by exact DP on the true MDP."""
+  """``V*(s0) - V^pi(s0)`` of a deterministic ``policy [S]`` by exact DP on the true MDP.
+
+  ``V^pi(s0) = sum_{s,a} d_pi(s,a) r(s,a)`` over the live states, ``d_pi``
+  the discounted occupancy from ``s0`` (the same linear system as
+  :func:`envs.mdps.policy_value`, transposed).
+  """
   v_star, _ = mdps.value_iteration(mdp, tol=1e-7)
-  v_pi = mdps.policy_value(mdp, jax.nn.one_hot(policy, mdp.num_actions))
-  return v_star[mdp.s0] - v_pi[mdp.s0]
+  d = occupancy(mdp, jax.nn.one_hot(policy, mdp.num_actions))
+  v_pi = jnp.sum(d * mdp.reward_mean * (~mdp.terminal)[:, None])
+  return v_star[mdp.s0] - v_pi
 
 
 def plan_weights(name: str, stats: Stats, mdp: mdps.TabularMDP, hp: BPIHparams) -> Any:
