@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import chex
 import numpy as np
 import pytest
 
@@ -16,6 +17,7 @@ from launch import registry
 from launch import report
 from launch import runner
 from launch.bench import __main__ as bench_main
+from launch.bench import varde_arrays
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
 from launch.experiments.varde import bai as varde_bai
@@ -52,8 +54,8 @@ def test_bench_sets_up_its_devices_before_any_benchmark_starts_jax(tmp_path, pyt
     assert callable(importlib.import_module(module).run)
 
 
-def test_numpy_peer_is_the_same_algorithm_statistically():
-  """The benchmark's NumPy loop and the JAX VarDE agree on E1's error rate."""
+def test_numpy_and_hand_fused_peers_are_the_same_algorithm_statistically():
+  """The benchmark's NumPy loop, its hand-fused JAX arrays and the project's VarDE agree on E1's error rate."""
   means = bandits.problem_means("E1")
   n_np = 1500
   p_np = varde_numpy.error_rate(means.astype(np.float64), 150, n_np, tau=0.1)
@@ -66,3 +68,10 @@ def test_numpy_peer_is_the_same_algorithm_statistically():
   p_jax = float(out.errors[0]) / 8000
   se = math.sqrt(p_np * (1 - p_np) / n_np + p_jax * (1 - p_jax) / 8000)
   assert abs(p_np - p_jax) < 4 * se, (p_np, p_jax, se)
+  n_arrays = mesh_lib.padded_size(8000, mesh)
+  rec = varde_arrays.make_sweep(means, 150, mesh, tau=0.1)(
+      *varde_arrays.inputs(np.random.default_rng(3), means, n_arrays, mesh))
+  chex.assert_shape(rec, (n_arrays,))
+  p_arrays = float(np.mean(np.asarray(rec) != int(np.argmax(means))))
+  se = math.sqrt(p_arrays * (1 - p_arrays) / n_arrays + p_jax * (1 - p_jax) / 8000)
+  assert abs(p_arrays - p_jax) < 4 * se, (p_arrays, p_jax, se)

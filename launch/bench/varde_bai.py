@@ -12,6 +12,10 @@ Rows:
    ``launch.bench.varde_numpy.varde_vectorised``, all seeds advancing one pull
    at a time as arrays, on as many seeds as the JAX side (same problem, same
    budget).
+4. VarDE alone against the same algorithm fused by hand as arrays in JAX
+   (``launch.bench.varde_arrays``: the NumPy peer of row 3 in ``jax.numpy``,
+   one ``lax.scan``, sharded the same way): whether the sweep's speed against
+   NumPy is set by its per-seed, ``vmap``-ed design or by XLA on the machine.
 
 The JAX side uses every CPU core as a device (the seed axis is sharded over
 them); its compile time is reported separately and excluded from the rate.
@@ -27,6 +31,7 @@ import numpy as np
 from envs import bandits
 from launch import mesh as mesh_lib
 from launch.bench import timing
+from launch.bench import varde_arrays
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
 from launch.experiments.varde import bai as varde_bai
@@ -54,6 +59,11 @@ def run(quick: bool) -> list[dict]:
   t0 = time.perf_counter()
   vec_error = varde_numpy.error_rate_vectorised(means, budget, num_seeds, tau=0.1)
   vec_rate = num_seeds / (time.perf_counter() - t0)
+  arrays_fn = varde_arrays.make_sweep(means, budget, mesh, tau=0.1)
+  arrays_in = varde_arrays.inputs(np.random.default_rng(1), means, mesh_lib.padded_size(num_seeds, mesh), mesh)
+  arrays_out, arrays_cold, arrays_warm = timing.timed(arrays_fn, *arrays_in)
+  arrays_rate = arrays_in[0].shape[0] / arrays_warm
+  arrays_error = float(np.mean(np.asarray(arrays_out) != int(np.argmax(means))))
 
   for algorithms, label in ((("varde",), "VarDE only"), (varde_config.ALGORITHMS, "all algorithms")):
     config = varde_config.get_config("cpu")
@@ -92,4 +102,18 @@ def run(quick: bool) -> list[dict]:
               f"{100 * errors[ref]:.2f}% (JAX) vs {100 * vec_error:.2f}% (NumPy vectorised), {num_seeds:,} seeds each"
           ),
       }
-  return rows + [vectorised]
+      hand_fused = {
+          "benchmark": f"E1 T={budget}, VarDE only ({num_seeds:,} runs), against VarDE fused by hand as JAX arrays",
+          "ours": runs_per_s,
+          "peer": arrays_rate,
+          "unit": "runs/s",
+          "peer_name": "jax.numpy, all seeds one pull at a time as arrays",
+          "ratio": runs_per_s / arrays_rate,
+          "notes": (
+              f"{mesh_lib.describe_devices()}; both compiles excluded ({cold - warm:.1f}s ours, "
+              f"{arrays_cold - arrays_warm:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
+              f"the NumPy vectorised peer; VarDE error {100 * errors[ref]:.2f}% (ours) vs "
+              f"{100 * arrays_error:.2f}% (hand-fused), {num_seeds:,} seeds each"
+          ),
+      }
+  return rows + [vectorised, hand_fused]

@@ -1,0 +1,72 @@
+"""VarDE BAI fused by hand as arrays in JAX: the reference point for the sweep's speed.
+
+:func:`make_sweep` is :func:`launch.bench.varde_numpy.varde_vectorised`
+written in ``jax.numpy``: all seeds advance one pull at a time as ``[seeds,
+K]`` arrays inside one ``lax.scan``, jitted, with the seed axis sharded over
+the devices like the project's sweep. It is what a skilled JAX user would
+write for this one algorithm, without the per-seed pure functions, ``vmap``
+and common random numbers of ``methods.varde`` (one normal draw per pull
+instead of three hashes). ``launch.bench.varde_bai`` times it beside the
+project's sweep and the NumPy peer, so the table shows whether the sweep's
+speed against NumPy is set by its design or by what XLA gives for this
+step on the machine. Used only by ``launch.bench``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+from launch import mesh as mesh_lib
+
+
+def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, warm_start: int = 2,
+               var_floor: float = 0.01) -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
+  """Jitted ``(stds [N, K], warm [N, K * warm_start], keys [N]) -> recommended arms [N]``.
+
+  ``N`` must be a multiple of the mesh size; every input is sharded over its
+  leading axis.
+  """
+  k = len(means)
+  means = jnp.asarray(means, jnp.float32)
+  n_warm = k * warm_start
+  arms = jnp.arange(k)[None, :]
+
+  def sweep(stds, warm, keys):
+    zeros = jnp.zeros(stds.shape, jnp.float32)
+
+    def step(carry, t):
+      count, total, total_sq = carry
+      mean = total / count
+      var = jnp.maximum((total_sq - count * mean * mean) / (count - 1), var_floor)
+      z = mean / tau
+      w = jnp.exp(z - z.max(axis=1, keepdims=True))
+      w = w / w.sum(axis=1, keepdims=True)
+      greedy = jnp.argmax(w * w * var / (count * (count + 1)), axis=1)
+      arm = jnp.where(t < n_warm, warm[:, jnp.minimum(t, n_warm - 1)], greedy)
+      hit = arms == arm[:, None]
+      eps = jax.vmap(lambda key: jax.random.normal(jax.random.fold_in(key, t)))(keys)
+      reward = (means[arm] + jnp.sum(jnp.where(hit, stds, 0.0), axis=1) * eps)[:, None]
+      return (count + hit, total + jnp.where(hit, reward, 0.0), total_sq + jnp.where(hit, reward * reward, 0.0)), None
+
+    (count, total, _), _ = jax.lax.scan(step, (zeros, zeros, zeros), jnp.arange(budget))
+    return jnp.argmax(total / count, axis=1)
+
+  sharding = mesh_lib.data_sharding(mesh)
+  return jax.jit(sweep, in_shardings=(sharding, sharding, sharding), out_shardings=sharding)
+
+
+def inputs(rng: np.random.Generator, means: np.ndarray, num_seeds: int, mesh: Mesh, *,
+           warm_start: int = 2) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """Sharded ``(stds, warm, keys)`` drawn as the NumPy peer draws them (stds a permutation of the means)."""
+  k = len(means)
+  stds = np.asarray(means, np.float32)[rng.permuted(np.broadcast_to(np.arange(k), (num_seeds, k)), axis=1)]
+  warm = rng.permuted(np.broadcast_to(np.repeat(np.arange(k), warm_start), (num_seeds, k * warm_start)), axis=1)
+  seeds = rng.integers(0, 2**31 - 1, num_seeds)
+  sharding = mesh_lib.data_sharding(mesh)
+  keys = jax.device_put(jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.int32)), sharding)
+  return (jax.device_put(stds, sharding), jax.device_put(warm.astype(np.int32), sharding), keys)
