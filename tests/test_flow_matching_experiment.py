@@ -9,6 +9,8 @@ import io
 import json
 import os
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
@@ -23,6 +25,7 @@ from launch.configs import flow_matching as fm_config
 from launch.experiments.flow_matching import evaluation as fm_eval
 from launch.experiments.flow_matching import experiment as fm_exp
 from launch.experiments.flow_matching import training as fm_training
+from methods import flow_matching as fm
 
 FIXTURE_SIZES = {"train": 500, "test": 100}  # MNIST-5k rows written as TFDS "mnist"
 
@@ -197,6 +200,31 @@ def test_noises_split_over_the_mesh_pad_and_gather_back(devices):
   assert placed.shape == (mesh_lib.padded_size(13, mesh), 7, 7, 4)
   assert len(placed.sharding.device_set) == devices
   np.testing.assert_array_equal(fm_eval.gather(placed * 2.0, 13), 2.0 * x)
-  m = np.arange(1, 4, dtype=np.float32)[:, None, None, None, None]
-  stacked = placed[None] * m  # [members, N, ...], as the training-curve sampler returns
-  np.testing.assert_array_equal(fm_eval.gather(stacked, 13, axis=1), m * x)
+  m = np.arange(1, 4, dtype=np.float32)[None, :, None, None, None]
+  stacked = placed[:, None] * m  # [N, members, ...], as the training-curve sampler returns
+  np.testing.assert_array_equal(fm_eval.gather(stacked, 13), x[:, None] * m)
+
+
+@pytest.mark.parametrize("devices,batch", [(1, 4), (3, 2), (3, 0), (8, 5)])
+def test_sampling_in_slices_on_the_mesh_equals_one_batch(devices, batch):
+  """13 noises through ``on_mesh`` (a share per device, ``batch`` rows at a time) give the samples of one call."""
+  mesh = mesh_lib.make_mesh(devices)
+  hp = fm_config.hparams_of(fm_config.get_config("smoke"))
+  params = fm.core.init(jax.random.key(0), (7, 7, 4), net=hp.large, flow=hp.flow).params
+  params = jax.tree.map(lambda p: p + 0.05 * jax.random.normal(jax.random.key(1), p.shape), params)  # non-zero output
+  x = np.random.default_rng(0).normal(size=(13, 7, 7, 4)).astype(np.float32)
+  fn = fm_eval.c2f_fn(hp.large, hp.large, hp.flow, 4, "euler", mesh, batch)
+  rep = jax.device_put((params, jnp.float32(0.5)), mesh_lib.replicated(mesh))
+  got = fm_eval.gather(fn(rep[0], rep[0], rep[1], fm_eval.split(x, mesh)), 13)
+  _, apply = fm.core.make_velocity(hp.large, hp.flow)
+  want = fm.samplers.sample(lambda z, t: apply(params, z, t), jnp.asarray(x), num_steps=4, solver="euler")
+  np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-5)
+  assert np.abs(np.asarray(want) - x).max() > 1e-2  # the network moved the samples
+  stacked = jax.tree.map(lambda p: jnp.stack([p, 0.5 * p]), params)
+  fn = fm_eval._stacked_fn(hp.large, hp.flow, 4, "euler", mesh, batch)
+  got = fm_eval.gather(fn(jax.device_put(stacked, mesh_lib.replicated(mesh)), fm_eval.split(x, mesh)), 13)
+  assert got.shape == (13, 2, 7, 7, 4)
+  np.testing.assert_allclose(got[:, 0], np.asarray(want), rtol=1e-4, atol=1e-5)
+  half = jax.tree.map(lambda p: 0.5 * p, params)
+  want = fm.samplers.sample(lambda z, t: apply(half, z, t), jnp.asarray(x), num_steps=4, solver="euler")
+  np.testing.assert_allclose(got[:, 1], np.asarray(want), rtol=1e-4, atol=1e-5)

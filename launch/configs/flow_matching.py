@@ -51,6 +51,8 @@ class Run(hparams.Hyperparameters):
   seeds: int = F(3, "Training seeds: one autoencoder and one of every flow model per seed.", low=2)
   flow_steps: int = F(1500, "Training steps of every flow model.", low=1)
   chunk_steps: int = F(500, "Steps per jitted chunk (one checkpoint and one training-curve FID each).", low=1)
+  sample_batch: int = F(8, "Samples each device integrates at once (0: its whole share). A handful keeps a "
+                       "CPU's caches warm; on a GPU use 0.", low=0)
   curve_samples: int = F(500, "Validation noises of the training-curve FID (steps to quality).", low=2)
   t_splits: tuple[float, ...] = F((0.0, 0.2, 0.4, 0.6, 0.8, 1.0), "Coarse-to-fine splits evaluated on the "
                                   "validation noises (0: large alone, 1: small alone).", low=0, high=1,
@@ -162,6 +164,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.large.update(width=384, depth=12, heads=6)  # DiT-S-like on 49 tokens
     config.small.update(width=128, depth=4, heads=4)
     config.protocol.update(num_samples=10_000)
+    config.sample_batch = 0  # one accelerator: integrate every sample of its share at once
   if opts.dataset:
     config.dataset = opts.dataset
   return config
