@@ -22,6 +22,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from launch import mesh as mesh_lib
+from launch.bench import varde_numpy
 
 
 def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, warm_start: int = 2,
@@ -63,9 +64,7 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
 def inputs(rng: np.random.Generator, means: np.ndarray, num_seeds: int, mesh: Mesh, *,
            warm_start: int = 2) -> tuple[jax.Array, jax.Array, jax.Array]:
   """Sharded ``(stds, warm, keys)`` drawn as the NumPy peer draws them (stds a permutation of the means)."""
-  k = len(means)
-  stds = np.asarray(means, np.float32)[rng.permuted(np.broadcast_to(np.arange(k), (num_seeds, k)), axis=1)]
-  warm = rng.permuted(np.broadcast_to(np.repeat(np.arange(k), warm_start), (num_seeds, k * warm_start)), axis=1)
+  stds, warm = varde_numpy.draw_problem(rng, means, num_seeds, warm_start=warm_start)
   seeds = rng.integers(0, 2**31 - 1, num_seeds)
   sharding = mesh_lib.data_sharding(mesh)
   keys = jax.device_put(jax.vmap(jax.random.key)(jnp.asarray(seeds, jnp.int32)), sharding)

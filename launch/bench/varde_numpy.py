@@ -50,6 +50,20 @@ def error_rate(means: np.ndarray, budget: int, num_seeds: int, seed: int = 0, **
   return errors / num_seeds
 
 
+def draw_problem(rng: np.random.Generator, means: np.ndarray, num_seeds: int, *, warm_start: int = 2,
+                 dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+  """Per seed ``(stds [seeds, K], warm-start order [seeds, K * warm_start])``, as :func:`varde_run` draws one seed's.
+
+  The arms' standard deviations are a random permutation of the means (the
+  paper's E1-E4 instances); the warm start pulls every arm ``warm_start``
+  times in a random order.
+  """
+  k = len(means)
+  stds = np.asarray(means, dtype)[rng.permuted(np.broadcast_to(np.arange(k), (num_seeds, k)), axis=1)]
+  warm = rng.permuted(np.broadcast_to(np.repeat(np.arange(k), warm_start), (num_seeds, k * warm_start)), axis=1)
+  return stds, warm
+
+
 def varde_vectorised(rng: np.random.Generator, means: np.ndarray, budget: int, num_seeds: int, *, tau: float = 0.1,
                      warm_start: int = 2, var_floor: float = 0.01, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
   """``num_seeds`` runs at once; returns (recommended arms ``[seeds]``, pulls ``[seeds, K]``).
@@ -59,8 +73,7 @@ def varde_vectorised(rng: np.random.Generator, means: np.ndarray, budget: int, n
   """
   k = len(means)
   means = np.asarray(means, dtype)
-  stds = means[rng.permuted(np.broadcast_to(np.arange(k), (num_seeds, k)), axis=1)]
-  warm = rng.permuted(np.broadcast_to(np.repeat(np.arange(k), warm_start), (num_seeds, k * warm_start)), axis=1)
+  stds, warm = draw_problem(rng, means, num_seeds, warm_start=warm_start, dtype=dtype)
   count = np.zeros((num_seeds, k), dtype)
   total = np.zeros((num_seeds, k), dtype)
   total_sq = np.zeros((num_seeds, k), dtype)
