@@ -84,43 +84,29 @@ def make_env(config, hp: fm_config.Hp, state: training.RunState, data: training.
   return Env(hp, feat, ae, list(scales), real, noises, data.gen_x.shape[-1], mesh, placed)
 
 
-def in_slices(fn, batch: int):
-  """``fn(*rep, *rows)`` on consecutive slices of ``batch`` rows of ``rows`` (a ``lax.map``), results concatenated.
-
-  ``rep`` (the first arguments, passed as a tuple) are shared by every slice;
-  ``rows`` are arrays with one leading row axis. The last slice is padded
-  with copies of row 0 and the padding dropped. ``batch = 0``: one slice.
-  """
-
-  def run(rep, *rows):
-    n = rows[0].shape[0]
-    b = min(batch, n) if batch > 0 else n
-    m = -(-n // b)
-    pad = m * b - n
-    rows = [jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]) if pad else x for x in rows]
-    out = jax.lax.map(lambda xs: fn(*rep, *xs), tuple(x.reshape((m, b) + x.shape[1:]) for x in rows))
-    return jax.tree.map(lambda y: y.reshape((m * b,) + y.shape[2:])[:n], out)
-
-  return run
-
-
 def on_mesh(fn, mesh: Mesh, batch: int, num_rep: int):
   """Jitted ``fn(*rep, *rows)``: ``rep`` (the first ``num_rep`` arguments) replicated, ``rows`` split over the mesh.
 
-  Every device runs :func:`in_slices` on its own share of the rows (a
-  ``shard_map``, no collectives); the output is split like the rows.
+  Every device integrates its own share of the rows (a ``shard_map``, no
+  collectives) ``batch`` rows at a time (``lax.map`` with ``batch_size``,
+  which keeps a slice's activations in cache); ``batch = 0``: the whole
+  share at once. The output is split like the rows.
   """
-  sliced = in_slices(fn, batch)
-  local = lambda *args: sliced(args[:num_rep], *args[num_rep:])  # noqa: E731
-  if mesh.devices.size > 1:
-    rep, rows = PartitionSpec(), PartitionSpec(mesh_lib.DATA)
 
-    def mapped(*args):
-      specs = (rep,) * num_rep + (rows,) * (len(args) - num_rep)
-      return jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=rows, check_vma=False)(*args)
+  def local(*args):
+    rep, rows = args[:num_rep], args[num_rep:]
+    if batch <= 0:
+      return fn(*rep, *rows)
+    one = lambda r: jax.tree.map(lambda y: y[0], fn(*rep, *(x[None] for x in r)))  # noqa: E731
+    return jax.lax.map(one, rows, batch_size=min(batch, rows[0].shape[0]))
 
-    return jax.jit(mapped)
-  return jax.jit(local)
+  rep, rows = PartitionSpec(), PartitionSpec(mesh_lib.DATA)
+
+  def mapped(*args):
+    specs = (rep,) * num_rep + (rows,) * (len(args) - num_rep)
+    return jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=rows, check_vma=False)(*args)
+
+  return jax.jit(mapped)
 
 
 @functools.lru_cache(maxsize=None)
