@@ -24,7 +24,7 @@ the README shows these, the method's docs page the full block.
 ``--check`` reads every block's "Produced by" line and lists the blocks whose
 code -- the project modules the experiment imports, directly or not -- differs
 between that commit and the working tree, and the blocks made from uncommitted
-code. A block that cannot be regenerated here (the GPU benchmarks without a
+code (the documents and figures this module writes are outputs, not code). A block that cannot be regenerated here (the GPU benchmarks without a
 GPU machine) carries a line ``_Stale since YYYY-MM-DD: reason._``; it is listed
 as marked stale, not as silently out of date. Run the experiments from a clean
 checkout, so that the recorded commit is the code that ran.
@@ -138,11 +138,22 @@ def _holders(name: str, files: list[str]) -> list[str]:
   return out
 
 
+def is_output(path: str) -> bool:
+  """Whether ``path`` (relative to the root) is something this module writes: a block's document or a figure."""
+  folder = os.path.dirname(path)
+  return path == "README.md" or folder == FIGURES or (folder == DOCS and path.endswith(".md"))
+
+
 def produced_by(command: str, prov: Optional[dict], name: str) -> str:
-  """The block's provenance line: command, commit, config hash, how to regenerate."""
+  """The block's provenance line: command, commit, config hash, how to regenerate.
+
+  Uncommitted changes count only outside this module's own outputs: a
+  ``--run`` of several blocks rewrites the documents between its runs, which
+  changes no input of the next one.
+  """
   where = ""
   if prov and prov.get("commit"):
-    dirty = " with uncommitted changes" if prov.get("modified") else ""
+    dirty = " with uncommitted changes" if any(not is_output(f) for f in prov.get("modified", ())) else ""
     where = f" at commit `{prov['commit'][:12]}`{dirty}"
     if prov.get("config_hash"):
       where += f", config `{prov['config_hash'][:12]}`"

@@ -23,6 +23,11 @@ def test_produced_by_names_command_commit_and_config():
   assert "`cmd`" in line and f"at commit `{'a' * 12}`" in line and f"config `{'b' * 12}`" in line
   dirty = report.produced_by("cmd", {"commit": "a" * 40, "modified": ["x.py"]}, "blk")
   assert "with uncommitted changes" in dirty
+  outputs = ["README.md", "docs/varde.md", "docs/figures/varde_mcts_tree_regret.png"]
+  assert "uncommitted" not in report.produced_by("cmd", {"commit": "a" * 40, "modified": outputs}, "blk")
+  for code in ("docs/conf.py", "docs/sub/page.md", "launch/report.py"):
+    line = report.produced_by("cmd", {"commit": "a" * 40, "modified": outputs + [code]}, "blk")
+    assert "with uncommitted changes" in line, code
 
 
 def _git(root, *args):
