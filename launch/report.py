@@ -24,8 +24,9 @@ the README shows these, the method's docs page the full block.
 ``--check`` reads every block's "Produced by" line and lists the blocks whose
 code -- the project modules the experiment imports, directly or not -- differs
 between that commit and the working tree, and the blocks made from uncommitted
-code (the documents and figures this module writes are outputs, not code). A block that cannot be regenerated here (the GPU benchmarks without a
-GPU machine) carries a line ``_Stale since YYYY-MM-DD: reason._``; it is listed
+code (the documents and figures this module writes are outputs, not code). A
+block that cannot be regenerated here (the GPU benchmarks without a GPU
+machine) carries a line ``_Stale since YYYY-MM-DD: reason._``; it is listed
 as marked stale, not as silently out of date. Run the experiments from a clean
 checkout, so that the recorded commit is the code that ran.
 """
@@ -95,11 +96,21 @@ def define_flags() -> None:
   flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices for JAX.")
 
 
+def is_document(path: str) -> bool:
+  """Whether ``path`` (relative to the root) may hold blocks: ``README.md`` or a ``docs/*.md``."""
+  return path == "README.md" or (os.path.dirname(path) == DOCS and path.endswith(".md"))
+
+
+def is_output(path: str) -> bool:
+  """Whether ``path`` (relative to the root) is something this module writes: a document or a figure."""
+  return is_document(path) or os.path.dirname(path) == FIGURES
+
+
 def documents(root: str = ".") -> list[str]:
-  """The files that may hold blocks: ``README.md`` and every ``docs/*.md`` (paths relative to ``root``)."""
+  """The files that may hold blocks (paths relative to ``root``), ``README.md`` first."""
   docs = os.path.join(root, DOCS)
-  names = sorted(f for f in os.listdir(docs) if f.endswith(".md")) if os.path.isdir(docs) else []
-  return ["README.md"] + [os.path.join(DOCS, f) for f in names]
+  names = sorted(os.listdir(docs)) if os.path.isdir(docs) else []
+  return ["README.md"] + [p for p in (os.path.join(DOCS, f) for f in names) if is_document(p)]
 
 
 def _pattern(name: str) -> re.Pattern:
@@ -136,12 +147,6 @@ def _holders(name: str, files: list[str]) -> list[str]:
       if _pattern(name).search(f.read()):
         out.append(path)
   return out
-
-
-def is_output(path: str) -> bool:
-  """Whether ``path`` (relative to the root) is something this module writes: a block's document or a figure."""
-  folder = os.path.dirname(path)
-  return path == "README.md" or folder == FIGURES or (folder == DOCS and path.endswith(".md"))
 
 
 def produced_by(command: str, prov: Optional[dict], name: str) -> str:
