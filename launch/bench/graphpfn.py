@@ -16,21 +16,34 @@ our rate)``. The JAX side samples one graph per call, padded to the
 config's maxima (one compilation) or to its size bucket (one compilation
 per bucket), the graphs spread over the devices by expected work
 (:func:`_per_graph`).
+
+Where the time goes (:func:`stages`): the same graphs, bucketed, one at a time
+on one device, timed stage by stage (the SBM levels, the simplification, and
+the rest: the largest component, the attachment and the renaming), the JAX
+stages composed from the functions :func:`methods.graphpfn.structure.sample_graph`
+calls, the oracle's read from a profile of its :func:`graphpfn_oracle.sample`.
 """
 
 from __future__ import annotations
 
+import cProfile
+import functools
 import math
+import pstats
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from launch import mesh as mesh_lib
 from launch.bench import graphpfn_oracle
 from launch.bench import timing
+from envs import graphs as graph_ops
 from methods import graphpfn
+from methods.graphpfn import sbm
 from methods.graphpfn import structure
+from methods.graphpfn import structure_params
 
 PEER = "NumPy port of the reference's sampler (launch/bench/graphpfn_oracle.py), same hyperparameters, one core"
 
@@ -92,6 +105,104 @@ def _peer(hp, params, graphs: int) -> tuple[float, np.ndarray]:
   return time.perf_counter() - t0, np.asarray(edges)
 
 
+STAGES = ("SBM levels", "simplification", "component, attachment, renaming")
+
+
+@functools.lru_cache(maxsize=None)
+def stage_fns(hp: graphpfn.StructureConfig, num_nodes: int, num_slots: int) -> dict:
+  """Jitted stages of ``structure.sample_graph`` at one size bucket, from the functions it calls.
+
+  ``levels(key, params) -> (edges, valid, used)``, ``simplify(edges, valid,
+  used) -> graph``, ``component(graph, used) -> [N] bool`` (the largest
+  component: the SBM core) and ``whole(key, params)``, the sampler itself;
+  ``levels`` takes the SBM key the sampler splits from ``key``.
+  """
+  variant = structure_params.variant_of(hp)
+
+  def levels(key, params):
+    _, d1, d2 = structure_params.level_degrees(params, hp, variant)
+    lv = sbm.sbm_levels(jax.random.split(key, 3)[0], params, hp, num_nodes, num_slots, d1, d2, variant)
+    return (lv.senders.astype(jnp.int32), lv.receivers.astype(jnp.int32), lv.mask), lv.valid, \
+        jnp.minimum(lv.drawn, num_slots)
+
+  def simplify(edges, valid, used):
+    return graph_ops.simplify(graph_ops.Graph(*edges, valid), used)
+
+  def whole(key, params):
+    return structure.sample_graph(key, params, hp, num_nodes=num_nodes, num_slots=num_slots)
+
+  return dict(levels=jax.jit(levels), simplify=jax.jit(simplify), component=jax.jit(graph_ops.largest_component),
+              whole=jax.jit(whole))
+
+
+def _jax_stages(hp, keys, params, count: int, repeats: int) -> np.ndarray:
+  """Seconds ``[len(STAGES)]`` of the JAX stages over ``count`` bucketed graphs, one device, compile excluded."""
+  host = jax.tree.map(np.asarray, params)
+  fns, total = {}, np.zeros(len(STAGES))
+  for i in range(count):
+    size = structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), hp)
+    f = fns.setdefault(size, stage_fns(hp, *size))
+    key, p = keys[i], jax.tree.map(lambda x, i=i: x[i], params)
+    edges, valid, used = jax.block_until_ready(f["levels"](key, p))
+    g = jax.block_until_ready(f["simplify"](edges, valid, used))
+    jax.block_until_ready((f["component"](g, used), f["whole"](key, p)))
+    best = np.full(4, math.inf)
+    for _ in range(repeats):
+      t = [time.perf_counter()]
+      for call in (lambda: f["levels"](key, p), lambda: f["simplify"](edges, valid, used),
+                   lambda: f["component"](g, used), lambda: f["whole"](key, p)):
+        jax.block_until_ready(call())
+        t.append(time.perf_counter())
+      best = np.minimum(best, np.diff(t))
+    total += [best[0], best[1], max(best[3] - best[0] - best[1], 0.0)]
+  return total
+
+
+def _peer_stages(hp, params, count: int) -> tuple[np.ndarray, float, float]:
+  """``(seconds [len(STAGES)], profiled total, of which the attachment)`` of the oracle on ``count`` graphs.
+
+  Read from ``cProfile``'s cumulative times of the oracle's own functions
+  (``_levels``, ``_simple``, ``sample``); the profiler's per-call cost falls
+  mostly on the attachment's Python loop (the third stage).
+  """
+  host = jax.tree.map(np.asarray, params)
+  rng = np.random.default_rng(0)
+  prof = cProfile.Profile()
+  prof.enable()
+  for i in range(count):
+    graphpfn_oracle.sample({f: getattr(host, f)[i] for f in structure.StructureParams._fields}, hp, rng)
+  prof.disable()
+  cum = {name: ct for (path, _, name), (_, _, _, ct, _) in pstats.Stats(prof).stats.items()
+         if path.endswith("graphpfn_oracle.py")}
+  total = cum["sample"]
+  return np.asarray([cum["_levels"], cum["_simple"], total - cum["_levels"] - cum["_simple"]]), total, cum["_attach"]
+
+
+def stages(hp, keys, params, count: int, repeats: int = 2) -> dict:
+  """Per-stage seconds of both sides on the first ``count`` graphs: ``{"ours", "peer": [len(STAGES)], ...}``."""
+  peer, profiled, attach = _peer_stages(hp, params, count)
+  return dict(ours=_jax_stages(hp, keys, params, count, repeats), peer=peer, peer_profiled=profiled,
+              peer_attach=attach)
+
+
+def _stage_rows(st: dict, count: int, peer_s: float, devices: int) -> list[dict]:
+  """One row per stage (seconds, ratio = oracle / JAX) and the ratio's bound from the SBM levels alone."""
+  bound = peer_s / (st["ours"][0] / devices)
+  rows = []
+  for j, name in enumerate(STAGES):
+    note = (f"one device, compile excluded, best of 2; oracle stages from a profile of its own functions (profiled "
+            f"total {st['peer_profiled']:.2f}s against {peer_s:.2f}s unprofiled; its attachment "
+            f"{st['peer_attach']:.2f}s is in the last stage)")
+    if j == 0:
+      note += (f"; with every other stage free and the graphs split evenly over {devices} devices, the bucketed "
+               f"graphs/s ratio could reach at most {bound:.1f}x")
+    rows.append(dict(benchmark=f"GraphPFN structure prior, where the time goes: {name} ({count} graphs bucketed, "
+                               f"seconds; ratio = oracle / JAX)", unit="s", ours=float(st["ours"][j]),
+                     peer=float(st["peer"][j]), ratio=float(st["peer"][j] / st["ours"][j]), peer_name=PEER,
+                     notes=note))
+  return rows
+
+
 def break_even(compile_s: float, ours: float, peer: float) -> float:
   """Graphs after which compiling and sampling at ``ours`` graphs/s beats sampling at ``peer`` graphs/s."""
   gain = 1.0 / peer - 1.0 / ours
@@ -129,4 +240,6 @@ def run(quick: bool) -> list[dict]:
     print(f"graphpfn structure: JAX {batch / seconds:.2f} graphs/s in {count} size buckets", flush=True)
     rows += _rows(f"GraphPFN structure prior ({size}), {batch} graphs in {count} size buckets (powers of two)",
                   seconds, compile_s, edges, peer_s, peer_edges, note)
+    graphs = min(peer_graphs, batch)
+    rows += _stage_rows(stages(hp, keys, params, graphs), graphs, peer_s, len(mesh.devices.flat))
   return rows

@@ -1,0 +1,49 @@
+"""The GraphPFN benchmark's stage profile measures the sampler itself, and both sides' stages add up."""
+
+import chex
+import jax
+import numpy as np
+
+from launch.bench import graphpfn as bench
+from methods.graphpfn import StructureConfig
+from methods.graphpfn import structure
+
+HP = StructureConfig(n_nodes_min=64, n_nodes_max=128, low_degree_max=16.0, high_degree_min=16.0,
+                     high_degree_max=32.0, min_first_level_nodes=8, subgraphs_max=4, groups_max=6)
+
+
+def _draws(count: int):
+  params = jax.vmap(lambda k: structure.sample_params(k, HP))(jax.random.split(jax.random.key(1), count))
+  return jax.random.split(jax.random.key(0), count), params
+
+
+def test_stages_compose_to_the_sampler():
+  """Levels, simplification and the largest component reproduce the sampler's core and SBM edges, key for key."""
+  keys, params = _draws(4)
+  host = jax.tree.map(np.asarray, params)
+  for i in range(4):
+    size = structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), HP)
+    f = bench.stage_fns(HP, *size)
+    p = jax.tree.map(lambda x, i=i: x[i], params)
+    edges, valid, used = f["levels"](keys[i], p)
+    g = f["simplify"](edges, valid, used)
+    core = np.asarray(f["component"](g, used))
+    whole = f["whole"](keys[i], p)
+    chex.assert_shape(core, (size[0],))
+    assert core.sum() + int(host.n_pa[i]) == int(np.asarray(whole.graph.node_mask).sum())
+    sbm_edges = np.asarray(g.edge_mask) & core[np.asarray(g.senders)]
+    assert sbm_edges.sum() == np.asarray(whole.graph.edge_mask)[:size[1]].sum()
+
+
+def test_stage_rows_add_up_and_bound_the_ratio():
+  keys, params = _draws(4)
+  st = bench.stages(HP, keys, params, 4, repeats=1)
+  for side in ("ours", "peer"):
+    chex.assert_shape(st[side], (len(bench.STAGES),))
+    assert np.all(st[side] >= 0) and st[side][:2].min() > 0, st
+  np.testing.assert_allclose(st["peer"].sum(), st["peer_profiled"], rtol=1e-9)
+  assert 0 < st["peer_attach"] <= st["peer"][2]
+  rows = bench._stage_rows(st, 4, peer_s=2 * st["peer"].sum(), devices=2)
+  assert [r["ratio"] for r in rows] == [st["peer"][j] / st["ours"][j] for j in range(len(bench.STAGES))]
+  bound = 2 * st["peer"].sum() * 2 / st["ours"][0]
+  assert f"at most {bound:.1f}x" in rows[0]["notes"]
