@@ -43,7 +43,8 @@ def test_stage_rows_add_up_and_bound_the_ratio():
     assert np.all(st[side] >= 0) and st[side][:2].min() > 0, st
   np.testing.assert_allclose(st["peer"].sum(), st["peer_profiled"], rtol=1e-9)
   assert 0 < st["peer_attach"] <= st["peer"][2]
-  rows = bench._stage_rows(st, 4, peer_s=2 * st["peer"].sum(), devices=2)
+  assert 0 < st["ours_component"]
+  rows = bench._stage_rows(st, 4, peer_s=2 * st["peer"].sum(), devices=2, edge_ratio=0.5)
   assert [r["ratio"] for r in rows] == [st["peer"][j] / st["ours"][j] for j in range(len(bench.STAGES))]
   bound = 2 * st["peer"].sum() * 2 / st["ours"][0]
-  assert f"at most {bound:.1f}x" in rows[0]["notes"]
+  assert f"at most {bound:.1f}x in graphs/s and {bound / 2:.1f}x in edges/s" in rows[0]["notes"]

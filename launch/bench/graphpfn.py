@@ -135,10 +135,13 @@ def stage_fns(hp: graphpfn.StructureConfig, num_nodes: int, num_slots: int) -> d
               whole=jax.jit(whole))
 
 
-def _jax_stages(hp, keys, params, count: int, repeats: int) -> np.ndarray:
-  """Seconds ``[len(STAGES)]`` of the JAX stages over ``count`` bucketed graphs, one device, compile excluded."""
+def _jax_stages(hp, keys, params, count: int, repeats: int) -> tuple[np.ndarray, float]:
+  """``(seconds [len(STAGES)], of which the largest component)`` over ``count`` bucketed graphs, one device.
+
+  Compile excluded; the last stage is the whole sampler less the first two.
+  """
   host = jax.tree.map(np.asarray, params)
-  fns, total = {}, np.zeros(len(STAGES))
+  fns, total, component = {}, np.zeros(len(STAGES)), 0.0
   for i in range(count):
     size = structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), hp)
     f = fns.setdefault(size, stage_fns(hp, *size))
@@ -155,15 +158,17 @@ def _jax_stages(hp, keys, params, count: int, repeats: int) -> np.ndarray:
         t.append(time.perf_counter())
       best = np.minimum(best, np.diff(t))
     total += [best[0], best[1], max(best[3] - best[0] - best[1], 0.0)]
-  return total
+    component += best[2]
+  return total, component
 
 
 def _peer_stages(hp, params, count: int) -> tuple[np.ndarray, float, float]:
   """``(seconds [len(STAGES)], profiled total, of which the attachment)`` of the oracle on ``count`` graphs.
 
   Read from ``cProfile``'s cumulative times of the oracle's own functions
-  (``_levels``, ``_simple``, ``sample``); the profiler's per-call cost falls
-  mostly on the attachment's Python loop (the third stage).
+  (``_levels``, ``_simple``, ``_attach``, ``sample``). Profiling adds a cost
+  to every Python call, so the rows give the profiled total beside the
+  unprofiled one.
   """
   host = jax.tree.map(np.asarray, params)
   rng = np.random.default_rng(0)
@@ -179,23 +184,35 @@ def _peer_stages(hp, params, count: int) -> tuple[np.ndarray, float, float]:
 
 
 def stages(hp, keys, params, count: int, repeats: int = 2) -> dict:
-  """Per-stage seconds of both sides on the first ``count`` graphs: ``{"ours", "peer": [len(STAGES)], ...}``."""
+  """Per-stage seconds of both sides on the first ``count`` graphs.
+
+  Returns ``{"ours", "peer": [len(STAGES)], "ours_component": JAX's largest
+  component (in the last stage), "peer_profiled": the oracle's profiled
+  total, "peer_attach": its attachment (in the last stage)}``.
+  """
   peer, profiled, attach = _peer_stages(hp, params, count)
-  return dict(ours=_jax_stages(hp, keys, params, count, repeats), peer=peer, peer_profiled=profiled,
-              peer_attach=attach)
+  ours, component = _jax_stages(hp, keys, params, count, repeats)
+  return dict(ours=ours, ours_component=component, peer=peer, peer_profiled=profiled, peer_attach=attach)
 
 
-def _stage_rows(st: dict, count: int, peer_s: float, devices: int) -> list[dict]:
-  """One row per stage (seconds, ratio = oracle / JAX) and the ratio's bound from the SBM levels alone."""
+def _stage_rows(st: dict, count: int, peer_s: float, devices: int, edge_ratio: float) -> list[dict]:
+  """One row per stage (seconds, ratio = oracle / JAX) and the overall ratio's bound from the SBM levels alone.
+
+  ``peer_s``: the oracle's unprofiled seconds on the same graphs;
+  ``edge_ratio``: JAX's mean output edges over the oracle's (edges/s = graphs/s
+  times edges per graph).
+  """
   bound = peer_s / (st["ours"][0] / devices)
   rows = []
   for j, name in enumerate(STAGES):
     note = (f"one device, compile excluded, best of 2; oracle stages from a profile of its own functions (profiled "
-            f"total {st['peer_profiled']:.2f}s against {peer_s:.2f}s unprofiled; its attachment "
-            f"{st['peer_attach']:.2f}s is in the last stage)")
+            f"total {st['peer_profiled']:.2f}s against {peer_s:.2f}s unprofiled)")
     if j == 0:
       note += (f"; with every other stage free and the graphs split evenly over {devices} devices, the bucketed "
-               f"graphs/s ratio could reach at most {bound:.1f}x")
+               f"ratio could reach at most {bound:.1f}x in graphs/s and {bound * edge_ratio:.1f}x in edges/s")
+    if j == len(STAGES) - 1:
+      note += (f"; of which JAX's largest component {st['ours_component']:.3g}s and the oracle's attachment (a "
+               f"Python loop over the new nodes) {st['peer_attach']:.3g}s")
     rows.append(dict(benchmark=f"GraphPFN structure prior, where the time goes: {name} ({count} graphs bucketed, "
                                f"seconds; ratio = oracle / JAX)", unit="s", ours=float(st["ours"][j]),
                      peer=float(st["peer"][j]), ratio=float(st["peer"][j] / st["ours"][j]), peer_name=PEER,
@@ -241,5 +258,6 @@ def run(quick: bool) -> list[dict]:
     rows += _rows(f"GraphPFN structure prior ({size}), {batch} graphs in {count} size buckets (powers of two)",
                   seconds, compile_s, edges, peer_s, peer_edges, note)
     graphs = min(peer_graphs, batch)
-    rows += _stage_rows(stages(hp, keys, params, graphs), graphs, peer_s, len(mesh.devices.flat))
+    rows += _stage_rows(stages(hp, keys, params, graphs), graphs, peer_s, len(mesh.devices.flat),
+                        edges.mean() / peer_edges.mean())
   return rows
