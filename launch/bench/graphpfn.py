@@ -36,10 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs import graphs as graph_ops
 from launch import mesh as mesh_lib
 from launch.bench import graphpfn_oracle
 from launch.bench import timing
-from envs import graphs as graph_ops
 from methods import graphpfn
 from methods.graphpfn import sbm
 from methods.graphpfn import structure
@@ -84,8 +84,7 @@ def _per_graph(hp, keys, params, mesh, bucketed: bool):
   size = [structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), hp) if bucketed
           else (hp.n_nodes_max, hp.sbm_edge_slots) for i in range(count)]
   where = _schedule([min(m, e) + e / 8 + 16 * n for m, (n, e) in zip(target, size)], len(devices))
-  fns = {b: jax.jit(lambda k, p, n=b[0], e=b[1]: structure.sample_graph(k, p, hp, num_nodes=n, num_slots=e))
-         for b in set(size)}
+  fns = {b: stage_fns(hp, *b)["whole"] for b in set(size)}
   args = [jax.device_put((keys[i], jax.tree.map(lambda x, i=i: x[i], params)), devices[where[i]]) for i in range(count)]
   jax.block_until_ready(args)
   out, cold, warm = timing.timed(lambda: [fns[size[i]](*args[i]) for i in range(count)])
@@ -141,10 +140,9 @@ def _jax_stages(hp, keys, params, count: int, repeats: int) -> tuple[np.ndarray,
   Compile excluded; the last stage is the whole sampler less the first two.
   """
   host = jax.tree.map(np.asarray, params)
-  fns, total, component = {}, np.zeros(len(STAGES)), 0.0
+  total, component = np.zeros(len(STAGES)), 0.0
   for i in range(count):
-    size = structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), hp)
-    f = fns.setdefault(size, stage_fns(hp, *size))
+    f = stage_fns(hp, *structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), hp))
     key, p = keys[i], jax.tree.map(lambda x, i=i: x[i], params)
     edges, valid, used = jax.block_until_ready(f["levels"](key, p))
     g = jax.block_until_ready(f["simplify"](edges, valid, used))
@@ -170,13 +168,8 @@ def _peer_stages(hp, params, count: int) -> tuple[np.ndarray, float, float]:
   to every Python call, so the rows give the profiled total beside the
   unprofiled one.
   """
-  host = jax.tree.map(np.asarray, params)
-  rng = np.random.default_rng(0)
   prof = cProfile.Profile()
-  prof.enable()
-  for i in range(count):
-    graphpfn_oracle.sample({f: getattr(host, f)[i] for f in structure.StructureParams._fields}, hp, rng)
-  prof.disable()
+  prof.runcall(_peer, hp, params, count)
   cum = {name: ct for (path, _, name), (_, _, _, ct, _) in pstats.Stats(prof).stats.items()
          if path.endswith("graphpfn_oracle.py")}
   total = cum["sample"]
