@@ -1,8 +1,8 @@
 """VarDE BAI fused by hand as arrays in JAX: the reference point for the sweep's speed.
 
 :func:`make_sweep` is :func:`launch.bench.varde_numpy.varde_vectorised`
-written in ``jax.numpy``: all seeds advance one pull at a time as ``[seeds,
-K]`` arrays inside one ``lax.scan``, jitted, with the seed axis sharded over
+written in ``jax.numpy``: all seeds advance one pull at a time as ``[K,
+seeds]`` arrays inside one ``lax.scan``, jitted, with the seed axis sharded over
 the devices like the project's sweep. It is what a skilled JAX user would
 write for this one algorithm, without the per-seed pure functions, ``vmap``
 and common random numbers of ``methods.varde`` (one normal draw per pull
@@ -14,6 +14,7 @@ step on the machine. Used only by ``launch.bench``.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import jax
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from envs import bandits
 from launch import mesh as mesh_lib
 from launch.bench import varde_numpy
 
@@ -30,35 +32,73 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
   """Jitted ``(stds [N, K], warm [N, K * warm_start], keys [N]) -> recommended arms [N]``.
 
   ``N`` must be a multiple of the mesh size; every input is sharded over its
-  leading axis.
+  leading axis. Inside, the state is ``[K, N]`` (seeds on the minor axis,
+  as the NumPy peer holds it), the greedy score is the NumPy peer's
+  log-domain form, and the argmax over arms is unrolled into ``K - 1``
+  element-wise comparisons of ``[N]`` rows, so a pull is element-wise work
+  on whole vectors of seeds.
   """
+  if warm_start < 2:
+    raise ValueError(f"warm_start={warm_start}: the variances need two pulls of every arm")
   k = len(means)
   means = jnp.asarray(means, jnp.float32)
   n_warm = k * warm_start
-  arms = jnp.arange(k)[None, :]
+  arms = jnp.arange(k)[:, None]
+
+  def argmax_rows(score):
+    best, arm = score[0], jnp.zeros(score.shape[1], jnp.int32)
+    for i in range(1, k):
+      better = score[i] > best
+      best, arm = jnp.where(better, score[i], best), jnp.where(better, i, arm)
+    return arm
 
   def sweep(stds, warm, keys):
+    stds, warm = stds.T, warm.T
     zeros = jnp.zeros(stds.shape, jnp.float32)
 
     def step(carry, t):
       count, total, total_sq = carry
       mean = total / count
       var = jnp.maximum((total_sq - count * mean * mean) / (count - 1), var_floor)
-      z = mean / tau
-      w = jnp.exp(z - z.max(axis=1, keepdims=True))
-      w = w / w.sum(axis=1, keepdims=True)
-      greedy = jnp.argmax(w * w * var / (count * (count + 1)), axis=1)
-      arm = jnp.where(t < n_warm, warm[:, jnp.minimum(t, n_warm - 1)], greedy)
-      hit = arms == arm[:, None]
+      greedy = argmax_rows((2.0 / tau) * mean + jnp.log(var / (count * (count + 1))))
+      arm = jnp.where(t < n_warm, warm[jnp.minimum(t, n_warm - 1)], greedy)
+      hit = arms == arm[None, :]
       eps = jax.vmap(lambda key: jax.random.normal(jax.random.fold_in(key, t)))(keys)
-      reward = (means[arm] + jnp.sum(jnp.where(hit, stds, 0.0), axis=1) * eps)[:, None]
+      reward = means[:, None] + stds * eps[None, :]
       return (count + hit, total + jnp.where(hit, reward, 0.0), total_sq + jnp.where(hit, reward * reward, 0.0)), None
 
     (count, total, _), _ = jax.lax.scan(step, (zeros, zeros, zeros), jnp.arange(budget))
-    return jnp.argmax(total / count, axis=1)
+    return argmax_rows(total / count)
 
   sharding = mesh_lib.data_sharding(mesh)
   return jax.jit(sweep, in_shardings=(sharding, sharding, sharding), out_shardings=sharding)
+
+
+def make_draws(means: np.ndarray, budget: int, mesh: Mesh, *, common: bool) -> Callable[[jax.Array], jax.Array]:
+  """Jitted ``keys [N] -> [N]``: only the rewards of ``budget`` pulls per seed, summed.
+
+  The floor under either VarDE kernel: the same scan over pulls and the same
+  sharding, with every step reduced to drawing one reward per seed.
+  ``common=False`` draws as :func:`make_sweep` does (one ``fold_in`` and one
+  normal per pull); ``common=True`` calls the project's reward function,
+  ``envs.bandits.pull`` (common random numbers: the noise hashed from the
+  run's key, the arm and the pull index), as the project's sweep does.
+  """
+  k = len(means)
+  arms = bandits.Arms(means=jnp.asarray(means, jnp.float32), stds=jnp.asarray(means, jnp.float32), df=math.inf)
+
+  def draws(keys):
+    def step(total, t):
+      if common:
+        reward = jax.vmap(lambda key: bandits.pull(arms, key, t % k, t // k))(keys)
+      else:
+        reward = jax.vmap(lambda key: jax.random.normal(jax.random.fold_in(key, t)))(keys)
+      return total + reward, None
+
+    return jax.lax.scan(step, jnp.zeros(keys.shape, jnp.float32), jnp.arange(budget))[0]
+
+  sharding = mesh_lib.data_sharding(mesh)
+  return jax.jit(draws, in_shardings=sharding, out_shardings=sharding)
 
 
 def inputs(rng: np.random.Generator, means: np.ndarray, num_seeds: int, mesh: Mesh, *,

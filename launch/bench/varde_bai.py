@@ -16,6 +16,9 @@ Rows:
    (``launch.bench.varde_arrays``: the NumPy peer of row 3 in ``jax.numpy``,
    one ``lax.scan``, sharded the same way): whether the sweep's speed against
    NumPy is set by its per-seed, ``vmap``-ed design or by XLA on the machine.
+   Its notes give the floor under both kernels: the same scan doing nothing
+   but draw the rewards, with the hand-fused kernel's draws and with the
+   sweep's common random numbers, against the NumPy peer.
 
 The JAX side uses every CPU core as a device (the seed axis is sharded over
 them); its compile time is reported separately and excluded from the rate.
@@ -64,6 +67,10 @@ def run(quick: bool) -> list[dict]:
   arrays_out, arrays_cold, arrays_warm = timing.timed(arrays_fn, *arrays_in)
   arrays_rate = arrays_in[0].shape[0] / arrays_warm
   arrays_error = float(np.mean(np.asarray(arrays_out) != int(np.argmax(means))))
+  draws_rate = {}  # runs/s of the reward draws alone: the floor under each kernel
+  for common in (False, True):
+    _, _, warm = timing.timed(varde_arrays.make_draws(means, budget, mesh, common=common), arrays_in[2])
+    draws_rate[common] = arrays_in[0].shape[0] / warm
 
   for algorithms, label in ((("varde",), "VarDE only"), (varde_config.ALGORITHMS, "all algorithms")):
     config = varde_config.get_config("cpu")
@@ -112,7 +119,10 @@ def run(quick: bool) -> list[dict]:
           "notes": (
               f"{mesh_lib.describe_devices()}; both compiles excluded ({cold - warm:.1f}s ours, "
               f"{arrays_cold - arrays_warm:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
-              f"the NumPy vectorised peer; VarDE error {100 * errors[ref]:.2f}% (ours) vs "
+              f"the NumPy vectorised peer; the reward draws alone (the same scan, nothing else) run at "
+              f"{draws_rate[False] / vec_rate:.1f}x the NumPy peer with one hash per pull (hand-fused) and "
+              f"{draws_rate[True] / vec_rate:.1f}x with the sweep's common random numbers; VarDE error "
+              f"{100 * errors[ref]:.2f}% (ours) vs "
               f"{100 * arrays_error:.2f}% (hand-fused), {num_seeds:,} seeds each"
           ),
       }

@@ -3,7 +3,7 @@
 :func:`varde_run` is how such experiments are usually run (one seed at a
 time, one pull at a time, NumPy on small vectors). :func:`varde_vectorised`
 is what a skilled NumPy user writes instead: all seeds advance one pull at a
-time as ``[seeds, K]`` arrays (one Python iteration per pull, not per seed
+time as ``[K, seeds]`` arrays (one Python iteration per pull, not per seed
 and pull). Both implement the same algorithm as ``methods.varde.varde`` (LSE
 weights, exact greedy score, shuffled warm start counted in the budget,
 variance floor, argmax-mean recommendation) on the same problem (the stds a
@@ -68,33 +68,39 @@ def varde_vectorised(rng: np.random.Generator, means: np.ndarray, budget: int, n
                      warm_start: int = 2, var_floor: float = 0.01, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
   """``num_seeds`` runs at once; returns (recommended arms ``[seeds]``, pulls ``[seeds, K]``).
 
-  One Python iteration per pull; every operation acts on ``[seeds, K]``
-  arrays; per-seed updates are scattered through flat indices.
+  One Python iteration per pull; every operation acts on ``[K, seeds]``
+  arrays (seeds contiguous, so the reductions over arms run along rows of
+  whole vectors), and each pull updates one entry per column by fancy
+  indexing. The greedy rule is the same argmax in the log domain:
+  ``softmax(mu / tau)``'s normaliser is common to all arms and ``log`` is
+  increasing, so ``argmax_i w_i^2 var_i / (N_i (N_i + 1))`` is ``argmax_i
+  2 mu_i / tau + log(var_i / (N_i (N_i + 1)))`` -- one ``log`` per entry
+  instead of a max, an ``exp``, a sum and a division (and it cannot
+  underflow). With the same generator it recommends what the ``[seeds, K]``
+  softmax form recommends.
   """
+  if warm_start < 2:
+    raise ValueError(f"warm_start={warm_start}: the variances need two pulls of every arm")
   k = len(means)
   means = np.asarray(means, dtype)
   stds, warm = draw_problem(rng, means, num_seeds, warm_start=warm_start, dtype=dtype)
-  count = np.zeros((num_seeds, k), dtype)
-  total = np.zeros((num_seeds, k), dtype)
-  total_sq = np.zeros((num_seeds, k), dtype)
-  base = np.arange(num_seeds) * k
-  flat = (count.reshape(-1), total.reshape(-1), total_sq.reshape(-1))
+  stds, warm = np.ascontiguousarray(stds.T), np.ascontiguousarray(warm.T)
+  count = np.zeros((k, num_seeds), dtype)
+  total = np.zeros((k, num_seeds), dtype)
+  total_sq = np.zeros((k, num_seeds), dtype)
+  cols = np.arange(num_seeds)
   for t in range(budget):
-    if t < warm.shape[1]:
-      arm = warm[:, t]
+    if t < warm.shape[0]:
+      arm = warm[t]
     else:
       mean = total / count
       var = np.maximum((total_sq - count * mean * mean) / (count - 1), var_floor)
-      z = mean / tau
-      w = np.exp(z - z.max(axis=1, keepdims=True))
-      w /= w.sum(axis=1, keepdims=True)
-      arm = np.argmax(w * w * var / (count * (count + 1)), axis=1)
-    idx = base + arm
-    reward = means[arm] + stds.reshape(-1)[idx] * rng.standard_normal(num_seeds, dtype=dtype)
-    flat[0][idx] += 1
-    flat[1][idx] += reward
-    flat[2][idx] += reward * reward
-  return np.argmax(total / count, axis=1), count
+      arm = np.argmax((2.0 / tau) * mean + np.log(var / (count * (count + 1))), axis=0)
+    reward = means[arm] + stds[arm, cols] * rng.standard_normal(num_seeds, dtype=dtype)
+    count[arm, cols] += 1
+    total[arm, cols] += reward
+    total_sq[arm, cols] += reward * reward
+  return np.argmax(total / count, axis=0), count.T
 
 
 def error_rate_vectorised(means: np.ndarray, budget: int, num_seeds: int, seed: int = 0, **kw) -> float:
