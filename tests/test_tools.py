@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import chex
+import jax
 import numpy as np
 import pytest
 
@@ -111,3 +112,20 @@ def test_vectorised_peer_log_domain_rule_pulls_what_the_softmax_rule_pulls():
   assert np.mean(rec == ref_rec) > 0.99
   with pytest.raises(ValueError, match="warm_start=1"):
     varde_numpy.varde_vectorised(np.random.default_rng(0), means, 150, 10, warm_start=1)
+
+
+def test_reward_draws_row_draws_what_each_kernel_draws():
+  """``make_draws`` sums the rewards the sweep (``envs.bandits.pull``) or the hand-fused kernel would draw."""
+  means = bandits.problem_means("E1")
+  k, budget = len(means), 23
+  mesh = mesh_lib.make_mesh()
+  n = mesh_lib.padded_size(4, mesh)
+  keys = jax.random.split(jax.random.key(7), n)
+  arms = bandits.Arms(means=means.astype(np.float32), stds=means.astype(np.float32), df=math.inf)
+  common = np.asarray(varde_arrays.make_draws(means, budget, mesh, common=True)(keys))
+  plain = np.asarray(varde_arrays.make_draws(means, budget, mesh, common=False)(keys))
+  for i in range(n):
+    want = sum(float(bandits.pull(arms, keys[i], t % k, t // k)) for t in range(budget))
+    np.testing.assert_allclose(common[i], want, rtol=1e-5, atol=1e-5)
+    want = sum(float(jax.random.normal(jax.random.fold_in(keys[i], t))) for t in range(budget))
+    np.testing.assert_allclose(plain[i], want, rtol=1e-5, atol=1e-5)
