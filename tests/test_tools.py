@@ -112,6 +112,8 @@ def test_vectorised_peer_log_domain_rule_pulls_what_the_softmax_rule_pulls():
   assert np.mean(rec == ref_rec) > 0.99
   with pytest.raises(ValueError, match="warm_start=1"):
     varde_numpy.varde_vectorised(np.random.default_rng(0), means, 150, 10, warm_start=1)
+  with pytest.raises(ValueError, match="warm_start=1"):
+    varde_arrays.make_sweep(means, 150, mesh_lib.make_mesh(), warm_start=1)
 
 
 def test_reward_draws_row_draws_what_each_kernel_draws():

@@ -242,7 +242,10 @@ def run(quick: bool) -> list[dict]:
   print(f"graphpfn structure: JAX {batch / seconds:.2f} graphs/s padded, oracle "
         f"{len(peer_edges) / peer_s:.2f} graphs/s; mean edges {edges.mean():,.0f} (JAX) vs "
         f"{peer_edges.mean():,.0f} (oracle)", flush=True)
-  note = lambda e: f"{how}; mean edges {e.mean():,.0f} (JAX) vs {peer_edges.mean():,.0f} (oracle)"  # noqa: E731
+
+  def note(e: np.ndarray) -> str:
+    return f"{how}; mean edges {e.mean():,.0f} (JAX) vs {peer_edges.mean():,.0f} (oracle)"
+
   rows = _rows(f"GraphPFN structure prior ({size}), {batch} graphs padded to the maxima (one compilation)",
                seconds, compile_s, edges, peer_s, peer_edges, note(edges))
   if not quick:  # the bucketed sampler draws other graphs for the same keys (other slot counts): its own edges

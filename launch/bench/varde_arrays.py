@@ -27,6 +27,11 @@ from launch import mesh as mesh_lib
 from launch.bench import varde_numpy
 
 
+def _normals(keys: jax.Array, t: jax.Array) -> jax.Array:
+  """One standard normal per seed for pull ``t``: one ``fold_in`` and one draw (the hand-fused kernel's noise)."""
+  return jax.vmap(lambda key: jax.random.normal(jax.random.fold_in(key, t)))(keys)
+
+
 def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, warm_start: int = 2,
                var_floor: float = 0.01) -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
   """Jitted ``(stds [N, K], warm [N, K * warm_start], keys [N]) -> recommended arms [N]``.
@@ -38,8 +43,7 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
   element-wise comparisons of ``[N]`` rows, so a pull is element-wise work
   on whole vectors of seeds.
   """
-  if warm_start < 2:
-    raise ValueError(f"warm_start={warm_start}: the variances need two pulls of every arm")
+  varde_numpy.check_warm_start(warm_start)
   k = len(means)
   means = jnp.asarray(means, jnp.float32)
   n_warm = k * warm_start
@@ -63,7 +67,7 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
       greedy = argmax_rows((2.0 / tau) * mean + jnp.log(var / (count * (count + 1))))
       arm = jnp.where(t < n_warm, warm[jnp.minimum(t, n_warm - 1)], greedy)
       hit = arms == arm[None, :]
-      eps = jax.vmap(lambda key: jax.random.normal(jax.random.fold_in(key, t)))(keys)
+      eps = _normals(keys, t)
       reward = means[:, None] + stds * eps[None, :]
       return (count + hit, total + jnp.where(hit, reward, 0.0), total_sq + jnp.where(hit, reward * reward, 0.0)), None
 
@@ -92,7 +96,7 @@ def make_draws(means: np.ndarray, budget: int, mesh: Mesh, *, common: bool) -> C
       if common:
         reward = jax.vmap(lambda key: bandits.pull(arms, key, t % k, t // k))(keys)
       else:
-        reward = jax.vmap(lambda key: jax.random.normal(jax.random.fold_in(key, t)))(keys)
+        reward = _normals(keys, t)
       return total + reward, None
 
     return jax.lax.scan(step, jnp.zeros(keys.shape, jnp.float32), jnp.arange(budget))[0]

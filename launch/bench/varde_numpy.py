@@ -64,6 +64,12 @@ def draw_problem(rng: np.random.Generator, means: np.ndarray, num_seeds: int, *,
   return stds, warm
 
 
+def check_warm_start(warm_start: int) -> None:
+  """Both vectorised kernels estimate variances from the warm start, so every arm needs two pulls."""
+  if warm_start < 2:
+    raise ValueError(f"warm_start={warm_start}: the variances need two pulls of every arm")
+
+
 def varde_vectorised(rng: np.random.Generator, means: np.ndarray, budget: int, num_seeds: int, *, tau: float = 0.1,
                      warm_start: int = 2, var_floor: float = 0.01, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
   """``num_seeds`` runs at once; returns (recommended arms ``[seeds]``, pulls ``[seeds, K]``).
@@ -79,8 +85,7 @@ def varde_vectorised(rng: np.random.Generator, means: np.ndarray, budget: int, n
   underflow). With the same generator it recommends what the ``[seeds, K]``
   softmax form recommends.
   """
-  if warm_start < 2:
-    raise ValueError(f"warm_start={warm_start}: the variances need two pulls of every arm")
+  check_warm_start(warm_start)
   k = len(means)
   means = np.asarray(means, dtype)
   stds, warm = draw_problem(rng, means, num_seeds, warm_start=warm_start, dtype=dtype)
