@@ -219,11 +219,12 @@ def break_even(compile_s: float, ours: float, peer: float) -> float:
   return compile_s / gain if gain > 0 else math.inf
 
 
-def _rows(label, seconds, compile_s, edges, peer_s, peer_edges, note):
+def _rows(label, seconds, compile_s, edges, peer_s, peer_edges, how):
   g, pg = len(edges) / seconds, len(peer_edges) / peer_s
   e, pe = edges.sum() / seconds, peer_edges.sum() / peer_s
   even = break_even(compile_s, g, pg)
   paid = f"paid back after {even:,.0f} graphs" if math.isfinite(even) else "never paid back"
+  note = f"{how}; mean edges {edges.mean():,.0f} (JAX) vs {peer_edges.mean():,.0f} (oracle)"
   common = dict(peer_name=PEER, notes=f"{note}; compile {compile_s:.1f}s excluded, {paid}")
   return [dict(common, benchmark=f"{label}, graphs/s", unit="graphs/s", ours=g, peer=pg, ratio=g / pg),
           dict(common, benchmark=f"{label}, edges/s", unit="edges/s", ours=e, peer=pe, ratio=e / pe)]
@@ -243,16 +244,13 @@ def run(quick: bool) -> list[dict]:
         f"{len(peer_edges) / peer_s:.2f} graphs/s; mean edges {edges.mean():,.0f} (JAX) vs "
         f"{peer_edges.mean():,.0f} (oracle)", flush=True)
 
-  def note(e: np.ndarray) -> str:
-    return f"{how}; mean edges {e.mean():,.0f} (JAX) vs {peer_edges.mean():,.0f} (oracle)"
-
   rows = _rows(f"GraphPFN structure prior ({size}), {batch} graphs padded to the maxima (one compilation)",
-               seconds, compile_s, edges, peer_s, peer_edges, note(edges))
+               seconds, compile_s, edges, peer_s, peer_edges, how)
   if not quick:  # the bucketed sampler draws other graphs for the same keys (other slot counts): its own edges
     seconds, compile_s, count, edges = _per_graph(hp, keys, params, mesh, bucketed=True)
     print(f"graphpfn structure: JAX {batch / seconds:.2f} graphs/s in {count} size buckets", flush=True)
     rows += _rows(f"GraphPFN structure prior ({size}), {batch} graphs in {count} size buckets (powers of two)",
-                  seconds, compile_s, edges, peer_s, peer_edges, note(edges))
+                  seconds, compile_s, edges, peer_s, peer_edges, how)
     graphs = min(peer_graphs, batch)
     rows += _stage_rows(stages(hp, keys, params, graphs), graphs, peer_s, len(mesh.devices.flat),
                         edges.mean() / peer_edges.mean())
