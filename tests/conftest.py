@@ -1,16 +1,37 @@
-"""Test set-up: 8 simulated CPU devices and strict rank promotion.
+"""Test set-up: 8 simulated CPU devices, strict rank promotion and one compilation cache per test run.
 
-Both must be set before any JAX computation, hence at import time here.
+All three must be set before any JAX computation, hence at import time here.
 """
 
 import gc
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 
 import jax
 
+# One persistent compilation cache per test run, shared by the worker processes and every
+# ``python -m launch.main`` they start (the variables below are inherited): a program that one
+# test, subprocess or resumed run has compiled is read back, not compiled again. The first
+# process of the run (pytest itself, which starts the workers) makes the directory and removes
+# it at the end, so nothing carries over from one run to the next. A size limit turns on JAX's
+# file locks around every read and write of an entry, which two processes share safely. A cache
+# the user set up (``JAX_COMPILATION_CACHE_DIR`` already in the environment) is used as it is.
+_RUN_CACHE = "ICML26_TEST_COMPILATION_CACHE"
+_OWN_CACHE = not os.environ.get(_RUN_CACHE) and not os.environ.get("JAX_COMPILATION_CACHE_DIR")
+if _OWN_CACHE:
+  os.environ[_RUN_CACHE] = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jax-compilation-")
+  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+  os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+  os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(8 << 30)
+if os.environ.get(_RUN_CACHE):  # this process imported jax before reading the variables
+  jax.config.update("jax_compilation_cache_dir", os.environ[_RUN_CACHE])
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  jax.config.update("jax_compilation_cache_max_size", 8 << 30)
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -21,6 +42,12 @@ if REPO_ROOT not in sys.path:
   sys.path.insert(0, REPO_ROOT)
 
 from launch import checkpoint  # noqa: E402  (after the path and device set-up above)
+
+
+def pytest_unconfigure(config):
+  del config
+  if _OWN_CACHE:
+    shutil.rmtree(os.environ[_RUN_CACHE], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="module")

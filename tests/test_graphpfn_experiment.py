@@ -114,9 +114,9 @@ def _launch(work, env):
 
 def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_after_checkpoint):
   """A run killed with SIGKILL between its 12 checkpointed batches resumes and ends with every graph's
-  statistics and hyperparameters bit-identical to an uninterrupted run's (the runs share a compilation cache)."""
-  env = dict(python_env, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax_cache"),
-             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+  statistics and hyperparameters bit-identical to an uninterrupted run's (the runs share the test run's
+  compilation cache: tests/conftest.py)."""
+  env = python_env
   full = _launch(str(tmp_path / "full"), env)
   out, _ = full.communicate(timeout=600)
   assert full.returncode == 0, out

@@ -63,7 +63,9 @@ def colab_like(tmp_path_factory, repo_root):
   python = str(root / "venv" / "bin" / "python")
   subprocess.run([python, "-m", "pip", "install", "-q", "-c", os.path.join(repo_root, "requirements/constraints.txt"),
                   "ipykernel", "nbclient", "nbformat"], check=True, timeout=1200)
-  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XLA_FLAGS", "VIRTUAL_ENV")}
+  env = {k: v for k, v in os.environ.items()  # nor this test run's compilation cache (tests/conftest.py)
+         if k not in ("PYTHONPATH", "XLA_FLAGS", "VIRTUAL_ENV", "ICML26_TEST_COMPILATION_CACHE")
+         and not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}
   env.update({notebooks.FORCE_ENV: "1", notebooks.URL_ENV: repo_root,
               "PATH": f"{root / 'venv' / 'bin'}{os.pathsep}{env['PATH']}"})
   work = root / "content"  # Colab's working directory
