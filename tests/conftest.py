@@ -18,8 +18,9 @@ import jax
 # test, subprocess or resumed run has compiled is read back, not compiled again. The first
 # process of the run (pytest itself, which starts the workers) makes the directory and removes
 # it at the end, so nothing carries over from one run to the next. A size limit turns on JAX's
-# file locks around every read and write of an entry, which two processes share safely. A cache
-# the user set up (``JAX_COMPILATION_CACHE_DIR`` already in the environment) is used as it is.
+# file locks (the ``filelock`` package) around every read and write of an entry, which two
+# processes share safely. A cache the user set up (``JAX_COMPILATION_CACHE_DIR`` already in the
+# environment) is used as it is.
 _RUN_CACHE = "ICML26_TEST_COMPILATION_CACHE"
 _OWN_CACHE = not os.environ.get(_RUN_CACHE) and not os.environ.get("JAX_COMPILATION_CACHE_DIR")
 if _OWN_CACHE:
