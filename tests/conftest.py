@@ -25,18 +25,19 @@ import jax
 # slower, not faster. A cache the user set up (``JAX_COMPILATION_CACHE_DIR`` already in the
 # environment) is used as it is.
 _RUN_CACHE = "ICML26_TEST_COMPILATION_CACHE"
-_MIN_COMPILE_SECS = 1.0
+_CACHE_SETTINGS = {  # JAX option -> value; its environment variable is the upper-case name
+    "jax_persistent_cache_min_compile_time_secs": 1.0,
+    "jax_persistent_cache_min_entry_size_bytes": 0,
+    "jax_compilation_cache_max_size": 8 << 30,
+}
 _OWN_CACHE = not os.environ.get(_RUN_CACHE) and not os.environ.get("JAX_COMPILATION_CACHE_DIR")
 if _OWN_CACHE:
   os.environ[_RUN_CACHE] = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jax-compilation-")
-  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = str(_MIN_COMPILE_SECS)
-  os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
-  os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(8 << 30)
+  os.environ.update({name.upper(): str(value) for name, value in _CACHE_SETTINGS.items()})
 if os.environ.get(_RUN_CACHE):  # this process imported jax before reading the variables
   jax.config.update("jax_compilation_cache_dir", os.environ[_RUN_CACHE])
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_SECS)
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-  jax.config.update("jax_compilation_cache_max_size", 8 << 30)
+  for _name, _value in _CACHE_SETTINGS.items():
+    jax.config.update(_name, _value)
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
