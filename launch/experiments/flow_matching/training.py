@@ -139,10 +139,16 @@ def chunk_fn(net: fm.NetConfig, flow: fm.FlowConfig, num_steps: int, mesh):
   return jax.jit(fn, in_shardings=(sh,) * 5, out_shardings=(sh, sh))
 
 
-def _init_states(hp, group: Group, latent, keys):
-  init = jax.vmap(functools.partial(fm.core.init, latent_shape=tuple(latent), net=hp.net(group.arch),
-                                    flow=flow_of(hp, group)))
-  return init(keys)
+@functools.lru_cache(maxsize=None)
+def init_fn(net: fm.NetConfig, flow: fm.FlowConfig, latent: tuple, mesh):
+  """Jitted ``keys [P] -> states [P]``, sharded like :func:`chunk_fn`'s (eagerly, the init compiles op by op)."""
+  sh = mesh_lib.data_sharding(mesh)
+  return jax.jit(jax.vmap(functools.partial(fm.core.init, latent_shape=latent, net=net, flow=flow)),
+                 in_shardings=sh, out_shardings=sh)
+
+
+def _init_states(hp, group: Group, latent, keys, mesh):
+  return init_fn(hp.net(group.arch), flow_of(hp, group), tuple(latent), mesh)(keys)
 
 
 def _padded(group: Group, mesh) -> int:
@@ -168,7 +174,7 @@ def template(config, hp: fm_config.Hp, groups, data: Data, mesh) -> RunState:
   states = []
   for g in groups:
     keys = jax.ShapeDtypeStruct((_padded(g, mesh),), jax.random.key(0).dtype)
-    abstract = jax.eval_shape(lambda k, g=g: _init_states(hp, g, latent, k), keys)
+    abstract = jax.eval_shape(lambda k, g=g: _init_states(hp, g, latent, k, mesh), keys)
     states.append(jax.tree.map(lambda a: jax.device_put(jnp.zeros(a.shape, a.dtype), sh), abstract))
   curves = tuple(np.zeros((_padded(g, mesh), _chunks(hp)), np.float32) for g in groups)
   return RunState(zeros(feat), zeros(ae), tuple(states), curves)
@@ -328,7 +334,7 @@ def train_groups(config, hp: fm_config.Hp, groups, state: RunState, step: int, z
       if g <= step:
         continue
       if c == 1:
-        states[gi] = _init_states(hp, group, latent, _keys(config, gi, group, ctx.mesh, 1))
+        states[gi] = _init_states(hp, group, latent, _keys(config, gi, group, ctx.mesh, 1), ctx.mesh)
       states[gi], losses = fn(states[gi], *inputs, _keys(config, gi, group, ctx.mesh, 2))
       losses = np.asarray(mesh_lib.to_host(losses))[:len(group.members)]
       _check_losses(group, losses, c, per, g, ctx)
