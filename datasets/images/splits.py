@@ -9,6 +9,7 @@ proportions, from a fixed seed.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -16,6 +17,11 @@ import numpy as np
 # The default protocol: autoencoder and flows / feature-network training / feature-network test.
 PROTOCOL_PARTS = (("generative", 0.6), ("feature", 0.3), ("feature_test", 0.1))
 PROTOCOL_SEED = 20261
+
+
+def min_per_class(parts: Sequence[tuple[str, float]] = PROTOCOL_PARTS) -> int:
+  """The fewest rows a class needs so that every part gets at least one of them (``ceil(1 / smallest fraction)``)."""
+  return math.ceil(1.0 / min(f for _, f in parts) - 1e-9)
 
 
 def _apportion(n: int, fractions: np.ndarray) -> np.ndarray:

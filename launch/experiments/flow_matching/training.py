@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from datasets.images import builder as image_builder
+from datasets.images import npz_images
 from datasets.images import splits
 from datasets.images import tfds_catalog
 from launch import checkpoint as ckpt_lib
@@ -54,11 +55,36 @@ class Data(NamedTuple):
   test_y: np.ndarray
 
 
+def _check_images(config, x, y) -> None:
+  """Refuses images the configured networks cannot take, naming the keys to change."""
+  what = f"data_file {config.data_file}" if config.dataset == "npz" else f"dataset {config.dataset!r}"
+  k = int(np.max(y)) + 1
+  for key in ("flow.num_classes", "features.num_classes"):
+    section, name = key.split(".")
+    if config[section][name] != k:
+      raise ValueError(f"'{key}': {what} has {k} classes but {key} = {config[section][name]}; "
+                       f"set --config.flow.num_classes={k} --config.features.num_classes={k}")
+  try:
+    h, w, _ = autoencoder.latent_shape(tuple(x.shape[1:]), fm_config.hparams_of(config).autoencoder)
+  except ValueError as e:
+    raise ValueError(f"'autoencoder.downsample': {what}: {e}; crop or pad the images, or lower "
+                     "autoencoder.downsample") from e
+  for arch in ("large", "small"):
+    p = config[arch].patch
+    if h % p or w % p:
+      raise ValueError(f"'{arch}.patch': {what}: the {h}x{w} latent grid is not divisible by {arch}.patch = {p}")
+
+
 def load_data(config) -> Data:
   """Reads ``config.dataset`` and splits it (:data:`datasets.images.splits.PROTOCOL_PARTS`, fixed seed)."""
   if config.dataset == "mnist5k":
     x, y = image_builder.raw_arrays("mnist5k")
     x = x[..., None]
+  elif config.dataset == "npz":
+    try:
+      x, y = npz_images.load(config.data_file, min_per_class=splits.min_per_class())
+    except npz_images.ImageFileError as e:
+      raise npz_images.ImageFileError(f"'data_file': {e}") from e
   else:
     if not config.data_dir:
       raise ValueError(f"'data_dir': dataset {config.dataset!r} is read from a TFDS data dir; "
@@ -66,6 +92,7 @@ def load_data(config) -> Data:
     limit = config.max_images or None
     parts = [tfds_catalog.load(config.dataset, s, config.data_dir, limit=limit) for s in ("train", "test")]
     x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+  _check_images(config, x, y)
   idx = splits.stratified_split(np.asarray(y, np.int64))
   y = np.asarray(y, np.int32)
   return Data(*(a[idx[p]] for p in ("generative", "feature", "feature_test") for a in (x, y)))

@@ -1,0 +1,82 @@
+"""A user's labelled images from an ``.npz`` file, checked before any training.
+
+The file holds ``images`` ``[N, H, W]`` or ``[N, H, W, C]`` and ``labels``
+``[N]`` (written with ``np.savez(path, images=..., labels=...)``). Images are
+``uint8`` in 0..255 (divided by 255) or numbers already in [0, 1]; labels are
+integers ``0 .. K-1`` with every class present. :func:`load` returns float32
+images ``[N, H, W, C]`` in [0, 1] and int32 labels; every way the file can be
+wrong is an :class:`ImageFileError` naming the file, the array and, for a bad
+value, its index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from datasets import npz_files
+
+ARRAYS = ("images", "labels")
+HOW = ("write it with np.savez(path, images=images, labels=labels): images [N, H, W] or [N, H, W, C], "
+       "uint8 or in [0, 1]; labels [N] integers 0..K-1")
+
+
+class ImageFileError(npz_files.NpzFileError):
+  """A user's image file is malformed; the message names the file and the array."""
+
+
+def check(images, labels, *, where: str = "", min_per_class: int = 1) -> tuple[np.ndarray, np.ndarray]:
+  """``(images float32 [N, H, W, C] in [0, 1], labels int32 [N])``, or an :class:`ImageFileError`.
+
+  Args:
+    images: ``[N, H, W]`` or ``[N, H, W, C]``, ``uint8`` or numbers in [0, 1].
+    labels: ``[N]`` integers ``0 .. K-1``, every class present.
+    where: what to name in errors (a file path).
+    min_per_class: the fewest images a class may have.
+  """
+  pre = f"{where}: " if where else ""
+  x, y = np.asarray(images), np.asarray(labels)
+  if x.dtype.kind not in "biuf":
+    raise ImageFileError(f"{pre}array 'images' has dtype {x.dtype}; numbers are needed")
+  if x.ndim not in (3, 4):
+    raise ImageFileError(f"{pre}array 'images' must have shape [N, H, W] or [N, H, W, C]; got {x.shape}")
+  if x.ndim == 3:
+    x = x[..., None]
+  if 0 in x.shape:
+    raise ImageFileError(f"{pre}array 'images' has shape {x.shape}: no images, or an empty side")
+  if x.dtype == np.uint8:
+    x = x.astype(np.float32) / 255.0
+  else:
+    xf = x.astype(np.float64)
+    bad = ~((xf >= 0) & (xf <= 1))  # NaN fails both
+    if bad.any():
+      idx = tuple(int(i) for i in np.argwhere(bad)[0])
+      raise ImageFileError(f"{pre}array 'images' has the value {float(xf[idx])!r} at index {idx}; images of dtype "
+                           f"{x.dtype} must lie in [0, 1] (store uint8 0..255, or divide by the maximum)")
+    x = xf.astype(np.float32)
+  if y.dtype.kind not in "iu":
+    raise ImageFileError(f"{pre}array 'labels' has dtype {y.dtype}; integer class ids 0..K-1 are needed")
+  if y.shape != (x.shape[0],):
+    raise ImageFileError(f"{pre}array 'labels' must have shape [N] = ({x.shape[0]},) like 'images'; got {y.shape}")
+  if (y < 0).any():
+    i = int(np.argmax(y < 0))
+    raise ImageFileError(f"{pre}array 'labels' has the negative class {int(y[i])} at index {i}")
+  counts = np.bincount(y.astype(np.int64))
+  missing = np.flatnonzero(counts == 0).tolist()
+  if missing:
+    raise ImageFileError(f"{pre}array 'labels': classes {missing[:10]} of 0..{len(counts) - 1} have no image; "
+                         "number the classes 0..K-1 without gaps")
+  if len(counts) < 2:
+    raise ImageFileError(f"{pre}array 'labels' has one class; the feature network (FID / KID) is a classifier "
+                         "and needs at least two")
+  few = np.flatnonzero(counts < min_per_class).tolist()
+  if few:
+    raise ImageFileError(f"{pre}array 'labels': classes {few[:10]} have fewer than {min_per_class} images "
+                         f"({counts[few[:10]].tolist()}); every class needs {min_per_class} for the protocol's "
+                         "stratified split")
+  return x, y.astype(np.int32)
+
+
+def load(path: str, *, min_per_class: int = 1) -> tuple[np.ndarray, np.ndarray]:
+  """The checked ``(images [N, H, W, C] float32 in [0, 1], labels [N] int32)`` of the file at ``path``."""
+  arrays = npz_files.read_arrays(path, ARRAYS, how=HOW, error=ImageFileError)
+  return check(arrays["images"], arrays["labels"], where=path, min_per_class=min_per_class)
