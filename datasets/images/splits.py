@@ -20,7 +20,12 @@ PROTOCOL_SEED = 20261
 
 
 def min_per_class(parts: Sequence[tuple[str, float]] = PROTOCOL_PARTS) -> int:
-  """The fewest rows a class needs so that every part gets at least one of them (``ceil(1 / smallest fraction)``)."""
+  """Rows per class that guarantee every part at least one of them: ``ceil(1 / smallest fraction)``.
+
+  With that many, ``floor(n * fraction) >= 1`` for every part, whatever the
+  largest remainders do (a few classes smaller than this may still split into
+  every part, but are not guaranteed to).
+  """
   return math.ceil(1.0 / min(f for _, f in parts) - 1e-9)
 
 

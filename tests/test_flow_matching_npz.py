@@ -1,0 +1,197 @@
+"""A user's own labelled images (``dataset=npz``): the loader, its named errors, and a whole run on unseen shapes.
+
+The end-to-end case is one the presets never see: 16x16 RGB images of three
+classes (the presets are 28x28 grey digits of ten), written here.
+"""
+
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+from datasets import npz_files
+from datasets.images import npz_images
+from datasets.images import splits
+from launch import config_schema
+from launch import runner
+from launch.configs import flow_matching as fm_config
+from launch.experiments.flow_matching import training as fm_training
+
+CLASSES, PER_CLASS, SIDE = 3, 40, 16
+
+
+def _images(rng, n_per_class=PER_CLASS, side=SIDE, classes=CLASSES):
+  """``uint8 [N, side, side, 3]`` with a bright band whose row and colour give the class, and noise."""
+  y = np.repeat(np.arange(classes), n_per_class)
+  x = rng.integers(0, 40, size=(len(y), side, side, 3)).astype(np.uint8)
+  for i, c in enumerate(y):
+    x[i, 2 + 4 * c:6 + 4 * c, :, c % 3] = 200 + rng.integers(0, 55)
+  return x, y
+
+
+def _config(path: str, **overrides):
+  config = fm_config.get_config("smoke,dataset=npz")
+  config.data_file = path
+  config.flow.num_classes = config.features.num_classes = CLASSES
+  for key, value in overrides.items():
+    section, name = key.split(".") if "." in key else (None, key)
+    (config[section] if section else config)[name] = value
+  return config
+
+
+def test_images_are_read_as_float_channels_last(tmp_path):
+  rng = np.random.default_rng(0)
+  x, y = _images(rng)
+  grey = str(tmp_path / "grey.npz")
+  np.savez(grey, images=x[..., 0], labels=y.astype(np.int64), extra=np.zeros(3))
+  gx, gy = npz_images.load(grey)
+  assert gx.shape == (len(y), SIDE, SIDE, 1) and gx.dtype == np.float32 and gy.dtype == np.int32
+  np.testing.assert_array_equal(gx[..., 0], x[..., 0] / np.float32(255))
+  np.testing.assert_array_equal(gy, y)
+  rgb = str(tmp_path / "rgb.npz")
+  np.savez(rgb, images=x / 255.0, labels=y.astype(np.uint8))  # floats already in [0, 1] are kept
+  fx, _ = npz_images.load(rgb)
+  np.testing.assert_allclose(fx, x / 255.0, rtol=1e-6)
+
+
+def _write_bad(tmp_path, case: str) -> str:
+  rng = np.random.default_rng(1)
+  x, y = _images(rng)
+  path = str(tmp_path / f"{case}.npz")
+  arrays = {"images": x, "labels": y}
+  if case == "above_one":
+    arrays["images"] = x.astype(np.float32)
+  elif case == "nan":
+    f = x / 255.0
+    f[3, 1, 2, 0] = np.nan
+    arrays["images"] = f
+  elif case == "rank":
+    arrays["images"] = x.reshape(len(y), -1)
+  elif case == "strings":
+    arrays["images"] = np.array(["a", "b"])
+  elif case == "float_labels":
+    arrays["labels"] = y.astype(np.float32)
+  elif case == "label_length":
+    arrays["labels"] = y[:-1]
+  elif case == "negative":
+    arrays["labels"] = y - 1
+  elif case == "gap":
+    arrays["labels"] = np.where(y == 1, 2, y)
+  elif case == "one_class":
+    arrays["labels"] = np.zeros_like(y)
+  elif case == "few":
+    arrays["labels"] = np.where(np.arange(len(y)) < 5, 2, np.where(y == 2, 0, y))
+  elif case == "missing":
+    arrays = {"pictures": x, "labels": y}
+  elif case == "object":
+    np.savez(path, images=np.empty(2, dtype=object), labels=y)
+    return path
+  if case == "npy":
+    path = str(tmp_path / "images.npy")
+    np.save(path, x)
+  elif case == "text":
+    with open(path, "w") as f:
+      f.write("images,labels\n")
+  elif case == "truncated":
+    np.savez(path, **arrays)
+    with open(path, "rb") as f:
+      head = f.read(200)
+    with open(path, "wb") as f:
+      f.write(head)
+  elif case == "directory":
+    os.makedirs(path)
+  elif case == "absent":
+    path = str(tmp_path / "absent.npz")
+  else:
+    np.savez(path, **arrays)
+  return path
+
+
+@pytest.mark.parametrize("case, match", [
+    ("above_one", r"array 'images' has the value \d+\.0 at index \(\d+, \d+, \d+, \d+\); images of dtype float32 "
+                  r"must lie in \[0, 1\]"),
+    ("nan", r"array 'images' has the value nan at index \(3, 1, 2, 0\)"),
+    ("rank", r"array 'images' must have shape \[N, H, W\] or \[N, H, W, C\]; got \(120, 768\)"),
+    ("strings", r"array 'images' has dtype <U1; numbers are needed"),
+    ("float_labels", r"array 'labels' has dtype float32; integer class ids"),
+    ("label_length", r"array 'labels' must have shape \[N\] = \(120,\) like 'images'; got \(119,\)"),
+    ("negative", r"array 'labels' has the negative class -1 at index 0"),
+    ("gap", r"array 'labels': classes \[1\] of 0..2 have no image"),
+    ("one_class", r"array 'labels' has one class"),
+    ("few", r"array 'labels': classes \[2\] have fewer than 10 images \(\[5\]\)"),
+    ("missing", r"missing arrays \['images'\]; found \['labels', 'pictures'\]"),
+    ("object", r"array 'images' holds Python objects"),
+    ("npy", r"holds a single array \(an .npy file\)"),
+    ("text", r"is not an .npz archive"),
+    ("truncated", r"is not (a readable )?an? \.npz archive"),
+    ("directory", r"is a directory"),
+    ("absent", r"absent.npz cannot be read \(No such file or directory\)"),
+])
+def test_bad_files_are_named_before_training(tmp_path, case, match):
+  path = _write_bad(tmp_path, case)
+  with pytest.raises(npz_images.ImageFileError, match=match) as e:
+    fm_training.load_data(_config(path))
+  assert str(e.value).startswith("'data_file': ") and path in str(e.value)
+  assert isinstance(e.value, npz_files.NpzFileError) and isinstance(e.value, ValueError)
+  if case in ("missing", "npy", "text", "directory", "absent"):
+    assert "np.savez(path, images=images, labels=labels)" in str(e.value)  # how to write a good one
+
+
+def test_config_keys_and_shapes_against_the_networks(tmp_path):
+  config = fm_config.get_config("smoke,dataset=npz")
+  with pytest.raises(config_schema.ConfigError, match="'data_file': dataset=npz reads the images from data_file"):
+    runner.validate(config)
+  config = fm_config.get_config("smoke")
+  config.data_file = "mine.npz"
+  with pytest.raises(config_schema.ConfigError, match="'data_file': is read only with dataset=npz; dataset is "
+                                                      "'mnist5k'"):
+    runner.validate(config)
+  rng = np.random.default_rng(2)
+  x, y = _images(rng)
+  path = str(tmp_path / "mine.npz")
+  np.savez(path, images=x, labels=y)
+  runner.validate(_config(path))
+  with pytest.raises(ValueError, match=r"'flow.num_classes': data_file .*mine.npz has 3 classes but "
+                                       r"flow.num_classes = 10; set --config.flow.num_classes=3 "
+                                       r"--config.features.num_classes=3"):
+    fm_training.load_data(_config(path, **{"flow.num_classes": 10}))
+  with pytest.raises(ValueError, match="'features.num_classes': .* has 3 classes but features.num_classes = 4"):
+    fm_training.load_data(_config(path, **{"features.num_classes": 4}))
+  with pytest.raises(ValueError, match="'large.patch': .*the 4x4 latent grid is not divisible by large.patch = 3"):
+    fm_training.load_data(_config(path, **{"large.patch": 3}))
+  odd = str(tmp_path / "odd.npz")
+  np.savez(odd, images=x[:, :14, :14], labels=y)
+  with pytest.raises(ValueError, match=r"'autoencoder.downsample': .*image side 14x14 is not divisible by "
+                                       r"2\^downsample = 4; crop or pad"):
+    fm_training.load_data(_config(odd))
+  data = fm_training.load_data(_config(odd, **{"autoencoder.downsample": 1}))  # 7x7 latents
+  assert data.gen_x.shape[1:] == (14, 14, 3)
+
+
+def test_min_per_class_gives_every_part_each_class():
+  need = splits.min_per_class()
+  assert need == 10  # the smallest protocol part is 10%
+  for n in range(need, need + 25):
+    y = np.repeat(np.arange(4), n)
+    parts = splits.stratified_split(y)
+    assert all(set(y[idx]) == set(range(4)) for idx in parts.values()), n
+  y = np.repeat(np.arange(4), 2)  # fewer rows than parts: some part misses every class
+  assert any(set(y[idx]) != set(range(4)) for idx in splits.stratified_split(y).values())
+
+
+@pytest.mark.slow
+def test_a_user_file_of_unseen_shapes_runs_every_stage(tmp_path):
+  rng = np.random.default_rng(3)
+  x, y = _images(rng)
+  path = str(tmp_path / "mine.npz")
+  np.savez(path, images=x, labels=y)
+  config = _config(path, flow_steps=20, chunk_steps=20)
+  res = runner.run(config, str(tmp_path / "run"))
+  assert sum(res["splits"].values()) == CLASSES * PER_CLASS
+  assert res["latent_shape"] == [SIDE // 4, SIDE // 4, config.autoencoder.latent_channels]
+  assert res["tokens"] == (SIDE // 4) ** 2
+  assert res["feature_test_accuracy"] > 1.0 / CLASSES  # the class is a bright band: far above chance
+  assert np.isfinite(res["quality"]["large"]["fid"]["mean"])
+  assert {r["labels"] for r in res["conditional"]} == {"random", "loss", "all"}
+  assert all(0.0 <= r["accuracy"]["mean"] <= 1.0 for r in res["conditional"])
