@@ -147,6 +147,13 @@ def test_config_keys_and_shapes_against_the_networks(tmp_path):
   with pytest.raises(config_schema.ConfigError, match="'data_file': is read only with dataset=npz; dataset is "
                                                       "'mnist5k'"):
     runner.validate(config)
+  for key, value in (("data_dir", "DATA"), ("max_images", 100)):  # TFDS-only keys are not silently ignored
+    config = fm_config.get_config("smoke,dataset=npz")
+    config.data_file = "mine.npz"
+    config[key] = value
+    with pytest.raises(config_schema.ConfigError, match=f"'{key}': applies to the TFDS catalog sets "
+                                                        r"\('mnist', 'cifar10'\); dataset 'npz' is read whole"):
+      runner.validate(config)
   rng = np.random.default_rng(2)
   x, y = _images(rng)
   path = str(tmp_path / "mine.npz")

@@ -77,6 +77,11 @@ class Run(hparams.Hyperparameters):
       yield "data_file", "dataset=npz reads the images from data_file; give --config.data_file=PATH.npz"
     if self.data_file and self.dataset != "npz":
       yield "data_file", f"is read only with dataset=npz; dataset is {self.dataset!r}"
+    if self.dataset not in tfds_catalog.CATALOG:
+      for key in ("data_dir", "max_images"):
+        if getattr(self, key):
+          yield key, (f"applies to the TFDS catalog sets {tuple(tfds_catalog.CATALOG)}; dataset {self.dataset!r} "
+                      "is read whole")
     if self.flow_steps % self.chunk_steps:
       yield "flow_steps", f"{self.flow_steps} is not a multiple of chunk_steps={self.chunk_steps}"
     if self.reduction_fractions and not self.reduction_criteria:
