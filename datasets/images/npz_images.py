@@ -46,13 +46,12 @@ def check(images, labels, *, where: str = "", min_per_class: int = 1) -> tuple[n
   if x.dtype == np.uint8:
     x = x.astype(np.float32) / 255.0
   else:
-    xf = x.astype(np.float64)
-    bad = ~((xf >= 0) & (xf <= 1))  # NaN fails both
+    bad = ~((x >= 0) & (x <= 1))  # NaN fails both; compared in the file's dtype, without a float64 copy
     if bad.any():
       idx = tuple(int(i) for i in np.argwhere(bad)[0])
-      raise ImageFileError(f"{pre}array 'images' has the value {float(xf[idx])!r} at index {idx}; images of dtype "
+      raise ImageFileError(f"{pre}array 'images' has the value {float(x[idx])!r} at index {idx}; images of dtype "
                            f"{x.dtype} must lie in [0, 1] (store uint8 0..255, or divide by the maximum)")
-    x = xf.astype(np.float32)
+    x = x.astype(np.float32)
   if y.dtype.kind not in "iu":
     raise ImageFileError(f"{pre}array 'labels' has dtype {y.dtype}; integer class ids 0..K-1 are needed")
   if y.shape != (x.shape[0],):
