@@ -19,6 +19,7 @@ from PIL import Image
 from datasets.images import builder as image_builder
 from launch import checkpoint as ckpt_lib
 from launch import config_schema
+from launch import errors
 from launch import mesh as mesh_lib
 from launch import runner
 from launch.configs import flow_matching as fm_config
@@ -100,7 +101,7 @@ def test_presets_validate_and_errors_are_named():
 
 def test_tfds_dataset_without_data_dir_is_named():
   config = fm_config.get_config("paper")
-  with pytest.raises(ValueError, match="'data_dir'.*tfds build mnist"):
+  with pytest.raises(errors.DataError, match="'data_dir'.*tfds build mnist"):
     fm_training.load_data(config)
 
 

@@ -5,7 +5,8 @@ classes (the presets are 28x28 grey digits of ten), written here.
 """
 
 import os
-import zipfile
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from datasets import npz_files
 from datasets.images import npz_images
 from datasets.images import splits
 from launch import config_schema
+from launch import errors
 from launch import runner
 from launch.configs import flow_matching as fm_config
 from launch.experiments.flow_matching import training as fm_training
@@ -130,10 +132,11 @@ def _write_bad(tmp_path, case: str) -> str:
 ])
 def test_bad_files_are_named_before_training(tmp_path, case, match):
   path = _write_bad(tmp_path, case)
-  with pytest.raises(npz_images.ImageFileError, match=match) as e:
+  with pytest.raises(errors.DataError, match=match) as e:  # the launcher prints it in one line
     fm_training.load_data(_config(path))
   assert str(e.value).startswith("'data_file': ") and path in str(e.value)
-  assert isinstance(e.value, npz_files.NpzFileError) and isinstance(e.value, ValueError)
+  assert isinstance(e.value.__cause__, npz_images.ImageFileError)
+  assert isinstance(e.value.__cause__, npz_files.NpzFileError) and isinstance(e.value.__cause__, ValueError)
   if case in ("missing", "npy", "text", "directory", "absent"):
     assert "np.savez(path, images=images, labels=labels)" in str(e.value)  # how to write a good one
 
@@ -159,21 +162,33 @@ def test_config_keys_and_shapes_against_the_networks(tmp_path):
   path = str(tmp_path / "mine.npz")
   np.savez(path, images=x, labels=y)
   runner.validate(_config(path))
-  with pytest.raises(ValueError, match=r"'flow.num_classes': data_file .*mine.npz has 3 classes but "
+  with pytest.raises(errors.DataError, match=r"'flow.num_classes': data_file .*mine.npz has 3 classes but "
                                        r"flow.num_classes = 10; set --config.flow.num_classes=3 "
                                        r"--config.features.num_classes=3"):
     fm_training.load_data(_config(path, **{"flow.num_classes": 10}))
-  with pytest.raises(ValueError, match="'features.num_classes': .* has 3 classes but features.num_classes = 4"):
+  with pytest.raises(errors.DataError, match="'features.num_classes': .* has 3 classes but features.num_classes = 4"):
     fm_training.load_data(_config(path, **{"features.num_classes": 4}))
-  with pytest.raises(ValueError, match="'large.patch': .*the 4x4 latent grid is not divisible by large.patch = 3"):
+  with pytest.raises(errors.DataError, match="'large.patch': .*the 4x4 latent grid is not divisible by large.patch = 3"):
     fm_training.load_data(_config(path, **{"large.patch": 3}))
   odd = str(tmp_path / "odd.npz")
   np.savez(odd, images=x[:, :14, :14], labels=y)
-  with pytest.raises(ValueError, match=r"'autoencoder.downsample': .*image side 14x14 is not divisible by "
+  with pytest.raises(errors.DataError, match=r"'autoencoder.downsample': .*image side 14x14 is not divisible by "
                                        r"2\^downsample = 4; crop or pad"):
     fm_training.load_data(_config(odd))
   data = fm_training.load_data(_config(odd, **{"autoencoder.downsample": 1}))  # 7x7 latents
   assert data.gen_x.shape[1:] == (14, 14, 3)
+
+
+def test_the_launcher_names_a_bad_file_in_one_line(tmp_path, repo_root, python_env):
+  path = _write_bad(tmp_path, "gap")
+  cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/flow_matching.py:smoke,dataset=npz",
+         f"--config.data_file={path}", "--config.flow.num_classes=3", "--config.features.num_classes=3",
+         f"--workdir={tmp_path / 'run'}"]
+  out = subprocess.run(cmd, env=python_env, cwd=repo_root, capture_output=True, text=True, timeout=300)
+  lines = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+  assert out.returncode == 1 and len(lines) == 1, out.stderr[-3000:]
+  assert lines[0].startswith("error: 'data_file': ") and "classes [1] of 0..2 have no image" in lines[0]
+  assert "Traceback" not in out.stderr, out.stderr[-3000:]
 
 
 def test_min_per_class_gives_every_part_each_class():

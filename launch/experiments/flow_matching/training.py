@@ -36,6 +36,7 @@ from datasets.images import npz_images
 from datasets.images import splits
 from datasets.images import tfds_catalog
 from launch import checkpoint as ckpt_lib
+from launch import errors
 from launch import mesh as mesh_lib
 from launch import metrics as metrics_lib
 from launch.configs import flow_matching as fm_config
@@ -56,27 +57,32 @@ class Data(NamedTuple):
 
 
 def _check_images(config, x, y) -> None:
-  """Refuses images the configured networks cannot take, naming the keys to change."""
+  """Refuses images the configured networks cannot take (:class:`launch.errors.DataError`), naming the keys."""
   what = f"data_file {config.data_file}" if config.dataset == "npz" else f"dataset {config.dataset!r}"
   k = int(np.max(y)) + 1
   for key in ("flow.num_classes", "features.num_classes"):
     section, name = key.split(".")
     if config[section][name] != k:
-      raise ValueError(f"'{key}': {what} has {k} classes but {key} = {config[section][name]}; "
-                       f"set --config.flow.num_classes={k} --config.features.num_classes={k}")
+      raise errors.DataError(f"'{key}': {what} has {k} classes but {key} = {config[section][name]}; "
+                             f"set --config.flow.num_classes={k} --config.features.num_classes={k}")
   try:
     h, w, _ = autoencoder.latent_shape(tuple(x.shape[1:]), fm_config.hparams_of(config).autoencoder)
   except ValueError as e:
-    raise ValueError(f"'autoencoder.downsample': {what}: {e}; crop or pad the images, or lower "
-                     "autoencoder.downsample") from e
+    raise errors.DataError(f"'autoencoder.downsample': {what}: {e}; crop or pad the images, or lower "
+                           "autoencoder.downsample") from e
   for arch in ("large", "small"):
     p = config[arch].patch
     if h % p or w % p:
-      raise ValueError(f"'{arch}.patch': {what}: the {h}x{w} latent grid is not divisible by {arch}.patch = {p}")
+      raise errors.DataError(f"'{arch}.patch': {what}: the {h}x{w} latent grid is not divisible by "
+                             f"{arch}.patch = {p}")
 
 
 def load_data(config) -> Data:
-  """Reads ``config.dataset`` and splits it (:data:`datasets.images.splits.PROTOCOL_PARTS`, fixed seed)."""
+  """Reads ``config.dataset`` and splits it (:data:`datasets.images.splits.PROTOCOL_PARTS`, fixed seed).
+
+  Every problem with the data is a :class:`launch.errors.DataError` naming the config key (the
+  launcher prints it in one line).
+  """
   if config.dataset == "mnist5k":
     x, y = image_builder.raw_arrays("mnist5k")
     x = x[..., None]
@@ -84,13 +90,16 @@ def load_data(config) -> Data:
     try:
       x, y = npz_images.load(config.data_file, min_per_class=splits.min_per_class())
     except npz_images.ImageFileError as e:
-      raise npz_images.ImageFileError(f"'data_file': {e}") from e
+      raise errors.DataError(f"'data_file': {e}") from e
   else:
     if not config.data_dir:
-      raise ValueError(f"'data_dir': dataset {config.dataset!r} is read from a TFDS data dir; "
-                       + tfds_catalog.PREPARE_HINT.format(name=config.dataset, data_dir="DATA"))
+      raise errors.DataError(f"'data_dir': dataset {config.dataset!r} is read from a TFDS data dir; "
+                             + tfds_catalog.PREPARE_HINT.format(name=config.dataset, data_dir="DATA"))
     limit = config.max_images or None
-    parts = [tfds_catalog.load(config.dataset, s, config.data_dir, limit=limit) for s in ("train", "test")]
+    try:
+      parts = [tfds_catalog.load(config.dataset, s, config.data_dir, limit=limit) for s in ("train", "test")]
+    except tfds_catalog.CatalogError as e:
+      raise errors.DataError(f"'data_dir': {e}") from e
     x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
   _check_images(config, x, y)
   idx = splits.stratified_split(np.asarray(y, np.int64))
