@@ -130,7 +130,7 @@ SECTIONS = common.declare(
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  """Config for ``arg`` = ``"<preset>[,dataset=mnist5k|mnist|cifar10][,mini=1]"``.
+  """Config for ``arg`` = ``"<preset>[,dataset=mnist5k|mnist|cifar10|npz][,mini=1]"``.
 
   ``cpu,mini=1`` is every stage of ``cpu`` (same networks, seeds and criteria)
   at 4% of its flow training steps and a tenth of its samples: what fits a
