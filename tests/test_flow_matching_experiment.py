@@ -162,8 +162,8 @@ def test_nan_stops_naming_the_step_and_resume_is_bit_identical(tmp_path, tfds_di
   original = fm_training.chunk_fn
   calls = {"n": 0}
 
-  def poisoned(net, flow, num_steps, mesh):
-    fn = original(net, flow, num_steps, mesh)
+  def poisoned(net, flow, num_steps, mesh, slices=1):
+    fn = original(net, flow, num_steps, mesh, slices)
 
     def wrapped(states, data, labels, counts, keys):
       states, losses = fn(states, data, labels, counts, keys)
@@ -229,3 +229,53 @@ def test_sampling_in_slices_on_the_mesh_equals_one_batch(devices, batch):
   half = jax.tree.map(lambda p: 0.5 * p, params)
   want = fm.samplers.sample(lambda z, t: apply(half, z, t), jnp.asarray(x), num_steps=4, solver="euler")
   np.testing.assert_allclose(got[:, 1], np.asarray(want), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("devices,member_batch,want", [(1, 2, (3, 2)), (2, 2, (3, 2)), (2, 3, (2, 4)), (1, 0, (1, 5))])
+def test_a_group_trains_in_member_slices_as_in_one_vmap(devices, member_batch, want):
+  """5 members in ``member_batch`` slices (padded to the mesh) end with the parameters of one vmap of all."""
+  mesh = mesh_lib.make_mesh(devices)
+  config = fm_config.get_config("smoke")
+  config.member_batch = member_batch
+  hp = fm_config.hparams_of(config)
+  group = fm_training.Group("g", "large", False, tuple(fm_training.Member(f"m{i}", 0, i, 1.0, "") for i in range(5)))
+  slices, size = fm_training.slices_of(hp.run, group, mesh)
+  assert (slices, size) == want and size % devices == 0
+  p = slices * size
+  keys = jax.random.split(jax.random.key(3), p)
+  rng = np.random.default_rng(0)
+  sh = mesh_lib.data_sharding(mesh)
+  data = jax.device_put(rng.normal(size=(p, 32, 7, 7, 4)).astype(np.float32), sh)
+  labels = jax.device_put(rng.integers(0, 10, size=(p, 32)).astype(np.int32), sh)
+  counts = jax.device_put(np.full(p, 32, np.int32), sh)
+  states = fm_training._init_states(hp, group, (7, 7, 4), jax.device_put(keys, sh), mesh)
+  outs = [fm_training.chunk_fn(hp.large, hp.flow, 3, mesh, n)(states, data, labels, counts, jax.device_put(keys, sh))
+          for n in (1, slices)]
+  # Two programs agree within float rounding. Adam moves a weight by about the learning rate whatever the
+  # gradient's size, so a weight whose gradient is near zero can move the other way: allow that in a few.
+  np.testing.assert_allclose(np.asarray(outs[1][1]), np.asarray(outs[0][1]), rtol=1e-4)  # every member's losses
+  step = 2 * hp.flow.learning_rate * 3
+  for a, b in zip(jax.tree.leaves(outs[0][0].params), jax.tree.leaves(outs[1][0].params)):
+    a, b = np.asarray(a), np.asarray(b)
+    np.testing.assert_allclose(a, b, atol=step)
+    assert np.mean(np.isclose(a, b, rtol=1e-4, atol=1e-6)) > 0.98
+  # ... and members differ by more than that, so a member trained in another's place would fail above.
+  w = np.concatenate([np.asarray(x).reshape(p, -1) for x in jax.tree.leaves(outs[0][0].params)], axis=1)
+  assert np.abs(w[0] - w[1]).max() > step
+
+
+def test_the_sizes_script_projects_the_paper_preset_with_its_networks_and_counts():
+  """``flow_matching_sizes --preset=paper`` takes the paper preset's networks and counts from its config."""
+  from launch.bench import flow_matching_sizes  # pylint: disable=g-import-not-at-top
+  p = flow_matching_sizes.paper_preset()
+  hp = fm_config.hparams_of(fm_config.get_config("paper"))
+  assert (p.large, p.small, p.ae, p.feat) == (hp.large, hp.small, hp.autoencoder, hp.features)
+  assert (p.flow_batch, p.flow_steps, p.sampler_steps, p.num_samples) == (256, 100_000, 60, 10_000)
+  assert (p.seeds, p.reduction_models, p.cfg_models, p.cfg_scales, p.t_splits) == (3, 8, 5, 3, 4)
+  groups = fm_training.groups_of(hp.run)
+  assert sum(len(g.members) for g in groups if g.arch == "large") == p.seeds * (2 + p.reduction_models + p.cfg_models)
+  mesh = mesh_lib.make_mesh(1)
+  assert [fm_training.slices_of(hp.run, g, mesh) for g in groups] == [(1, 6), (1, 3), (4, 6), (3, 5)]
+  unit = flow_matching_sizes.budget(p, dict.fromkeys(("autoencoder", "feature net", "large", "small"), 1.0),
+                                    {"large": 0.0, "small": 0.0})
+  assert unit["large-model trainings"] == 45 * 100_000 and unit["small-model trainings"] == 3 * 100_000

@@ -2,6 +2,7 @@ r"""Sizes of latent flow matching at MNIST scale: parameters, FLOPs, speeds, and
 
   python -m launch.bench.flow_matching_sizes --out=runs/fm_sizes [--quick]
   python -m launch.bench.flow_matching_sizes --large=64,4 --small=32,2 --flow_batch=64
+  python -m launch.bench.flow_matching_sizes --preset=paper --samples=2000 --out=runs/fm_sizes_paper  # on a GPU
 
 Measures, on this machine, each network of the proposed ``cpu`` preset
 (:data:`CPU`): the autoencoder's and the feature network's training steps,
@@ -75,6 +76,9 @@ def define_flags() -> None:
   flags.DEFINE_list("large", [], "width,depth of the large DiT (default: the cpu preset's).")
   flags.DEFINE_list("small", [], "width,depth of the small DiT (default: the cpu preset's).")
   flags.DEFINE_integer("flow_batch", 0, "Flow training batch (0: the preset's).")
+  flags.DEFINE_integer("samples", 0, "Samples per timed sampling call (0: the preset's num_samples).", lower_bound=0)
+  flags.DEFINE_enum("preset", "cpu", ["cpu", "paper"], "Sizes and counts: CPU (above) or the paper preset of "
+                    "launch/configs/flow_matching.py (projected on the machine at hand: run it on the accelerator).")
 
 
 def _timed(fn, *args, repeats: int):
@@ -187,13 +191,14 @@ def budget(p: Preset, per_step: dict, sample_step_s: dict) -> dict:
     not included.
   """
   n, k = p.num_samples, p.sampler_steps
-  large_models = p.seeds * (1 + p.reduction_models + p.cfg_models)
+  unguided = 2 + p.reduction_models  # per seed: the large model, its other-flow-seed copy, the reduction models
+  large_models = p.seeds * (unguided + p.cfg_models)
   out = {
       "autoencoders": p.seeds * p.ae.steps * per_step["autoencoder"],
       "feature net": p.feat.steps * per_step["feature net"],
       "large-model trainings": large_models * p.flow_steps * per_step["large"],
       "small-model trainings": p.seeds * p.flow_steps * per_step["small"],
-      "sampling, unguided": 2 * n * k * (p.seeds * (1 + p.reduction_models) * sample_step_s["large"]
+      "sampling, unguided": 2 * n * k * (p.seeds * unguided * sample_step_s["large"]
                                          + p.seeds * sample_step_s["small"]),
       "sampling, coarse-to-fine": 2 * n * k * p.seeds * p.t_splits * 0.5 * (sample_step_s["large"]
                                                                            + sample_step_s["small"]),
@@ -203,8 +208,21 @@ def budget(p: Preset, per_step: dict, sample_step_s: dict) -> dict:
   return out
 
 
+def paper_preset() -> Preset:
+  """The ``paper`` preset of ``launch/configs/flow_matching.py`` (its networks and counts) as a :class:`Preset`."""
+  from launch.configs import flow_matching as fm_config  # pylint: disable=g-import-not-at-top
+  hp = fm_config.hparams_of(fm_config.get_config("paper"))
+  rc = hp.run
+  return Preset(ae=hp.autoencoder, feat=hp.features, large=hp.large, small=hp.small, flow_batch=hp.flow.batch_size,
+                flow_steps=rc.flow_steps, flow_lr=hp.flow.learning_rate, sampler_steps=hp.sampler.steps,
+                num_samples=hp.protocol.num_samples, seeds=rc.seeds,
+                reduction_models=len(rc.reduction_fractions) * len(rc.reduction_criteria),
+                cfg_models=len(rc.reduction_criteria) + 1, cfg_scales=len(hp.protocol.guidance_scales),
+                t_splits=len(rc.t_splits) - 2)
+
+
 def _preset_from_flags() -> Preset:
-  p = CPU
+  p = CPU if FLAGS.preset == "cpu" else paper_preset()
   if FLAGS.large:
     p = dataclasses.replace(p, large=dataclasses.replace(p.large, width=int(FLAGS.large[0]),
                                                          depth=int(FLAGS.large[1])))
@@ -221,9 +239,9 @@ def main(argv):
   p = _preset_from_flags()
   repeats = 1 if FLAGS.quick else FLAGS.repeats
   train = measure_training(p, repeats, chunk=5 if FLAGS.quick else 20)
-  sample = measure_sampling(p, repeats, num_samples=200 if FLAGS.quick else p.num_samples)
+  n_sampled = 200 if FLAGS.quick else FLAGS.samples or p.num_samples
+  sample = measure_sampling(p, repeats, num_samples=n_sampled)
   conv = measure_conv_in_scan(repeats)
-  n_sampled = 200 if FLAGS.quick else p.num_samples
   result = {"preset": repr(p), "load_average": os.getloadavg(), "cpu_count": os.cpu_count(),
             "training": train, "sampling": sample, "conv_in_scan": conv}
   for clock in ("wall_s", "cpu_s"):

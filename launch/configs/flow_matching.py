@@ -55,6 +55,9 @@ class Run(hparams.Hyperparameters):
   seeds: int = F(3, "Training seeds: one autoencoder and one of every flow model per seed.", low=2)
   flow_steps: int = F(1500, "Training steps of every flow model.", low=1)
   chunk_steps: int = F(500, "Steps per jitted chunk (one checkpoint and one training-curve FID each).", low=1)
+  member_batch: int = F(0, "Flow models of a group trained at once: a group of P models trains as ceil(P / "
+                       "member_batch) vmapped slices one after another in each chunk, which bounds the training "
+                       "activations held at once to one slice's (0: all P at once).", low=0)
   sample_batch: int = F(8, "Samples each device integrates at once (0: its whole share). A handful keeps a "
                        "CPU's caches warm; on a GPU use 0.", low=0)
   curve_samples: int = F(500, "Validation noises of the training-curve FID (steps to quality).", low=2)
@@ -178,6 +181,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.small.update(width=128, depth=4, heads=4)
     config.protocol.update(num_samples=10_000)
     config.sample_batch = 0  # one accelerator: integrate every sample of its share at once
+    config.member_batch = 6  # all 24 reduction flows at once: about 170 GiB of training activations
   if opts.dataset:
     config.dataset = opts.dataset
   return config

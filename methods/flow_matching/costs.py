@@ -92,11 +92,12 @@ def xla_flops(fn: Callable, *args) -> float:
   """XLA's FLOP count of ``jax.jit(fn)(*args)`` (``lower(...).cost_analysis()``; no compilation).
 
   It counts elementwise work too, so it exceeds the analytic counts above by a
-  few percent (``launch/bench/flow_matching_sizes.py`` prints both).
+  few percent (``launch/bench/flow_matching_sizes.py`` prints both). NaN where
+  the backend gives no analysis.
   """
   cost = jax.jit(fn).lower(*args).cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  return float(cost.get("flops", math.nan))
+  return float((cost or {}).get("flops", math.nan))  # some backends give no analysis: NaN
 
 
 def training_flops(forward_flops: float, *, steps: int, batch_size: int) -> float:

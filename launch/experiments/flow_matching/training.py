@@ -168,9 +168,24 @@ def _chunks(hp: fm_config.Hp) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def chunk_fn(net: fm.NetConfig, flow: fm.FlowConfig, num_steps: int, mesh):
-  """Jitted ``(states [P], data [P, N, ...], labels [P, N], counts [P], keys [P]) -> (states, losses [P, T])``."""
+def chunk_fn(net: fm.NetConfig, flow: fm.FlowConfig, num_steps: int, mesh, slices: int = 1):
+  """Jitted ``(states [P], data [P, N, ...], labels [P, N], counts [P], keys [P]) -> (states, losses [P, T])``.
+
+  ``slices > 1``: the ``P`` members train as ``slices`` vmapped slices of
+  ``P / slices`` one after another (``lax.map``; slice ``i`` holds members
+  ``i, i + slices, i + 2 slices, ...``), so the activations held at once are
+  one slice's. Each member's arithmetic is the same as in one vmap of all.
+  """
   fn = jax.vmap(functools.partial(fm.core.train_chunk, num_steps=num_steps, net=net, flow=flow))
+  if slices > 1:
+    whole = fn
+
+    def fn(*args):
+      p = args[-1].shape[0]
+      split = lambda a: jnp.swapaxes(a.reshape((p // slices, slices) + a.shape[1:]), 0, 1)  # noqa: E731
+      merge = lambda a: jnp.swapaxes(a, 0, 1).reshape((p,) + a.shape[2:])  # noqa: E731
+      return jax.tree.map(merge, jax.lax.map(lambda a: whole(*a), jax.tree.map(split, args)))
+
   sh = mesh_lib.data_sharding(mesh)
   return jax.jit(fn, in_shardings=(sh,) * 5, out_shardings=(sh, sh))
 
@@ -187,13 +202,25 @@ def _init_states(hp, group: Group, latent, keys, mesh):
   return init_fn(hp.net(group.arch), flow_of(hp, group), tuple(latent), mesh)(keys)
 
 
-def _padded(group: Group, mesh) -> int:
-  return mesh_lib.padded_size(len(group.members), mesh)
+def slices_of(rc, group: Group, mesh) -> tuple[int, int]:
+  """``(slices, size)``: ``group`` trains as ``slices`` slices of ``size`` members (``rc.member_batch``).
+
+  ``size`` is a multiple of the mesh size; padding members (copies of member 0)
+  fill ``slices * size``.
+  """
+  m = len(group.members)
+  slices = -(-m // rc.member_batch) if rc.member_batch else 1
+  return slices, mesh_lib.padded_size(-(-m // slices), mesh)
+
+
+def _padded(rc, group: Group, mesh) -> int:
+  slices, size = slices_of(rc, group, mesh)
+  return slices * size
 
 
 def _keys(config, gi: int, group: Group, mesh, purpose: int):
   """``[P]`` keys ``fold_in(fold_in(fold_in(key(seed), purpose), group), flow_seed)`` (padding: flow seed 0)."""
-  p = _padded(group, mesh)
+  p = _padded(config, group, mesh)
   seeds = [m.flow_seed for m in group.members] + [0] * (p - len(group.members))
   base = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), purpose), gi)
   keys = jnp.stack([jax.random.fold_in(base, s) for s in seeds])
@@ -209,10 +236,10 @@ def template(config, hp: fm_config.Hp, groups, data: Data, mesh) -> RunState:
   zeros = functools.partial(jax.tree.map, lambda a: jnp.zeros(a.shape, a.dtype))
   states = []
   for g in groups:
-    keys = jax.ShapeDtypeStruct((_padded(g, mesh),), jax.random.key(0).dtype)
+    keys = jax.ShapeDtypeStruct((_padded(hp.run, g, mesh),), jax.random.key(0).dtype)
     abstract = jax.eval_shape(lambda k, g=g: _init_states(hp, g, latent, k, mesh), keys)
     states.append(jax.tree.map(lambda a: jax.device_put(jnp.zeros(a.shape, a.dtype), sh), abstract))
-  curves = tuple(np.zeros((_padded(g, mesh), _chunks(hp)), np.float32) for g in groups)
+  curves = tuple(np.zeros((_padded(hp.run, g, mesh), _chunks(hp)), np.float32) for g in groups)
   return RunState(zeros(feat), zeros(ae), tuple(states), curves)
 
 
@@ -331,7 +358,7 @@ def group_inputs(config, hp: fm_config.Hp, group: Group, zs, labels, scores, mes
       data.append(zs[m.seed][np.concatenate([r, np.zeros(n - len(r), int)])])
       labs.append(labels[np.concatenate([r, np.zeros(n - len(r), int)])])
       counts.append(len(r))
-  pad = _padded(group, mesh) - len(group.members)
+  pad = _padded(hp.run, group, mesh) - len(group.members)
   data, labs, counts = data + data[:1] * pad, labs + labs[:1] * pad, counts + counts[:1] * pad
   return rows, (_sharded(np.stack(data), mesh), _sharded(np.stack(labs).astype(np.int32), mesh),
                 _sharded(np.asarray(counts, np.int32), mesh))
@@ -363,7 +390,7 @@ def train_groups(config, hp: fm_config.Hp, groups, state: RunState, step: int, z
       scores = {s: scores_of(config, hp, states[0], zs[s], labels, s) for s in range(hp.run.seeds)}
     group_rows, inputs = group_inputs(config, hp, group, zs, labels, scores, ctx.mesh)
     rows.update(group_rows)
-    fn = chunk_fn(hp.net(group.arch), flow_of(hp, group), per, ctx.mesh)
+    fn = chunk_fn(hp.net(group.arch), flow_of(hp, group), per, ctx.mesh, slices_of(hp.run, group, ctx.mesh)[0])
     progress.label = f"[flow_matching {group.name}] "
     for c in range(1, chunks + 1):
       g = 1 + gi * chunks + c
