@@ -279,3 +279,13 @@ def test_the_sizes_script_projects_the_paper_preset_with_its_networks_and_counts
   unit = flow_matching_sizes.budget(p, dict.fromkeys(("autoencoder", "feature net", "large", "small"), 1.0),
                                     {"large": 0.0, "small": 0.0})
   assert unit["large-model trainings"] == 45 * 100_000 and unit["small-model trainings"] == 3 * 100_000
+
+
+def test_member_slices_bound_a_chunks_memory():
+  """XLA's memory analysis of one chunk: the reduction group in slices of one member holds less than all at once."""
+  from launch.bench import flow_matching_sizes  # pylint: disable=g-import-not-at-top
+  rows = flow_matching_sizes.training_memory("smoke", 64, member_batch=1)
+  red = {r["member_batch"]: r for r in rows if r["group"] == "reduction"}
+  assert (red[0]["slices"], red[1]["slices"]) == (1, 4) and red[1]["slice"] == 1
+  assert red[1]["temp_gib"] < 0.6 * red[0]["temp_gib"]
+  assert {r["group"] for r in rows} == {"large", "small", "reduction", "conditional"}

@@ -3,6 +3,7 @@ r"""Sizes of latent flow matching at MNIST scale: parameters, FLOPs, speeds, and
   python -m launch.bench.flow_matching_sizes --out=runs/fm_sizes [--quick]
   python -m launch.bench.flow_matching_sizes --large=64,4 --small=32,2 --flow_batch=64
   python -m launch.bench.flow_matching_sizes --preset=paper --samples=2000 --out=runs/fm_sizes_paper  # on a GPU
+  python -m launch.bench.flow_matching_sizes --preset=paper --memory   # a chunk's memory per flow group (compiles only)
 
 Measures, on this machine, each network of the proposed ``cpu`` preset
 (:data:`CPU`): the autoencoder's and the feature network's training steps,
@@ -15,7 +16,12 @@ process CPU seconds (the sum over threads: on a busy machine the CPU time is
 the steadier measure). Beside them: parameter counts, analytic and XLA FLOPs
 per forward, and a projection of the whole ``cpu`` experiment
 (:func:`budget`) from the measured per-step costs and the counts of
-:data:`CPU`. Writes ``sizes.json`` and prints a table.
+:data:`CPU`. Writes ``sizes.json`` and prints a table. ``--preset=paper``
+measures and projects the ``paper`` preset of ``launch/configs/flow_matching.py``
+instead (on the accelerator it is meant for). ``--memory`` only compiles one
+training chunk of every flow group and writes XLA's memory analysis
+(``memory.json``): on a CPU, what a chunk will hold on one accelerator, with all
+of a group's flows at once and in ``member_batch`` slices.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from launch import mesh as mesh_lib
+from launch.configs import flow_matching as fm_config
+from launch.experiments.flow_matching import training
 from methods import flow_matching as fm
 from methods.flow_matching import autoencoder, costs, feature_net, layers, samplers
 
@@ -76,6 +85,11 @@ def define_flags() -> None:
   flags.DEFINE_list("large", [], "width,depth of the large DiT (default: the cpu preset's).")
   flags.DEFINE_list("small", [], "width,depth of the small DiT (default: the cpu preset's).")
   flags.DEFINE_integer("flow_batch", 0, "Flow training batch (0: the preset's).")
+  flags.DEFINE_bool("memory", False, "Only compile one training chunk of every flow group of --preset's config "
+                    "(every member at once, and in member_batch slices) and print XLA's memory analysis; runs "
+                    "nothing, so it answers on a CPU what a chunk will hold on the accelerator.")
+  flags.DEFINE_integer("memory_rows", 42_000, "--memory: generative latents per member (full MNIST's generative "
+                       "split: 42,000).", lower_bound=1)
   flags.DEFINE_integer("samples", 0, "Samples per timed sampling call (0: the preset's num_samples).", lower_bound=0)
   flags.DEFINE_enum("preset", "cpu", ["cpu", "paper"], "Sizes and counts: CPU (above) or the paper preset of "
                     "launch/configs/flow_matching.py (projected on the machine at hand: run it on the accelerator).")
@@ -210,7 +224,6 @@ def budget(p: Preset, per_step: dict, sample_step_s: dict) -> dict:
 
 def paper_preset() -> Preset:
   """The ``paper`` preset of ``launch/configs/flow_matching.py`` (its networks and counts) as a :class:`Preset`."""
-  from launch.configs import flow_matching as fm_config  # pylint: disable=g-import-not-at-top
   hp = fm_config.hparams_of(fm_config.get_config("paper"))
   rc = hp.run
   return Preset(ae=hp.autoencoder, feat=hp.features, large=hp.large, small=hp.small, flow_batch=hp.flow.batch_size,
@@ -219,6 +232,39 @@ def paper_preset() -> Preset:
                 reduction_models=len(rc.reduction_fractions) * len(rc.reduction_criteria),
                 cfg_models=len(rc.reduction_criteria) + 1, cfg_scales=len(hp.protocol.guidance_scales),
                 t_splits=len(rc.t_splits) - 2)
+
+
+def training_memory(preset: str, rows: int, member_batch: int | None = None) -> list[dict]:
+  """XLA's memory analysis of one training chunk of every flow group of config ``preset`` (compiled, not run).
+
+  Each group at ``member_batch`` 0 (every member vmapped at once) and at the
+  preset's value or ``member_batch`` (slices one after another), on one device, with ``rows``
+  training latents per member. ``temp_gib`` is what the chunk's activations and
+  scratch take; the arguments (states, latents) and outputs are beside it.
+  """
+  hp = fm_config.hparams_of(fm_config.get_config(preset))
+  sliced = hp.run.member_batch if member_batch is None else member_batch
+  mesh = mesh_lib.make_mesh(1)
+  latent = autoencoder.latent_shape(IMAGE, hp.autoencoder)
+  gib = lambda b: b / 2**30  # noqa: E731
+  out = []
+  for group in training.groups_of(hp.run):
+    net, flow = hp.net(group.arch), training.flow_of(hp, group)
+    for member_batch in sorted({0, sliced}):
+      slices, size = training.slices_of(dataclasses.replace(hp.run, member_batch=member_batch), group, mesh)
+      keys = jax.ShapeDtypeStruct((slices * size,), jax.random.key(0).dtype)
+      states = jax.eval_shape(jax.vmap(lambda k, net=net, flow=flow: fm.core.init(k, latent, net=net, flow=flow)),
+                              keys)
+      args = (states, jax.ShapeDtypeStruct((slices * size, rows) + latent, jnp.float32),
+              jax.ShapeDtypeStruct((slices * size, rows), jnp.int32),
+              jax.ShapeDtypeStruct((slices * size,), jnp.int32), keys)
+      fn = training.chunk_fn(net, flow, hp.run.chunk_steps, mesh, slices)
+      m = fn.lower(*args).compile().memory_analysis()
+      out.append({"group": group.name, "members": len(group.members), "member_batch": member_batch,
+                  "slices": slices, "slice": size, "temp_gib": gib(m.temp_size_in_bytes),
+                  "argument_gib": gib(m.argument_size_in_bytes), "output_gib": gib(m.output_size_in_bytes)})
+      print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in out[-1].items()), flush=True)
+  return out
 
 
 def _preset_from_flags() -> Preset:
@@ -236,6 +282,13 @@ def _preset_from_flags() -> Preset:
 
 def main(argv):
   del argv
+  if FLAGS.memory:
+    result = {"preset": FLAGS.preset, "rows": FLAGS.memory_rows, "backend": jax.default_backend(),
+              "memory": training_memory(FLAGS.preset, FLAGS.memory_rows)}
+    os.makedirs(FLAGS.out, exist_ok=True)
+    with open(os.path.join(FLAGS.out, "memory.json"), "w") as f:
+      json.dump(result, f, indent=2)
+    return
   p = _preset_from_flags()
   repeats = 1 if FLAGS.quick else FLAGS.repeats
   train = measure_training(p, repeats, chunk=5 if FLAGS.quick else 20)
