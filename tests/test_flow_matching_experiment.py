@@ -22,6 +22,7 @@ from launch import config_schema
 from launch import errors
 from launch import mesh as mesh_lib
 from launch import runner
+from launch.bench import flow_matching_sizes
 from launch.configs import flow_matching as fm_config
 from launch.experiments.flow_matching import evaluation as fm_eval
 from launch.experiments.flow_matching import experiment as fm_exp
@@ -266,7 +267,6 @@ def test_a_group_trains_in_member_slices_as_in_one_vmap(devices, member_batch, w
 
 def test_the_sizes_script_projects_the_paper_preset_with_its_networks_and_counts():
   """``flow_matching_sizes --preset=paper`` takes the paper preset's networks and counts from its config."""
-  from launch.bench import flow_matching_sizes  # pylint: disable=g-import-not-at-top
   p = flow_matching_sizes.paper_preset()
   hp = fm_config.hparams_of(fm_config.get_config("paper"))
   assert (p.large, p.small, p.ae, p.feat) == (hp.large, hp.small, hp.autoencoder, hp.features)
@@ -283,7 +283,6 @@ def test_the_sizes_script_projects_the_paper_preset_with_its_networks_and_counts
 
 def test_member_slices_bound_a_chunks_memory():
   """XLA's memory analysis of one chunk: the reduction group in slices of one member holds less than all at once."""
-  from launch.bench import flow_matching_sizes  # pylint: disable=g-import-not-at-top
   rows = flow_matching_sizes.training_memory("smoke", 64, member_batch=1)
   red = {r["member_batch"]: r for r in rows if r["group"] == "reduction"}
   assert (red[0]["slices"], red[1]["slices"]) == (1, 4) and red[1]["slice"] == 1
