@@ -32,6 +32,10 @@ def _images(rng, n_per_class=PER_CLASS, side=SIDE, classes=CLASSES):
   return x, y
 
 
+def _load(config):
+  return fm_training.load_data(config, fm_config.hparams_of(config))
+
+
 def _config(path: str, **overrides):
   config = fm_config.get_config("smoke,dataset=npz")
   config.data_file = path
@@ -133,7 +137,7 @@ def _write_bad(tmp_path, case: str) -> str:
 def test_bad_files_are_named_before_training(tmp_path, case, match):
   path = _write_bad(tmp_path, case)
   with pytest.raises(errors.DataError, match=match) as e:  # the launcher prints it in one line
-    fm_training.load_data(_config(path))
+    _load(_config(path))
   assert str(e.value).startswith("'data_file': ") and path in str(e.value)
   assert isinstance(e.value.__cause__, npz_images.ImageFileError)
   assert isinstance(e.value.__cause__, npz_files.NpzFileError) and isinstance(e.value.__cause__, ValueError)
@@ -165,17 +169,17 @@ def test_config_keys_and_shapes_against_the_networks(tmp_path):
   with pytest.raises(errors.DataError, match=r"'flow.num_classes': data_file .*mine.npz has 3 classes but "
                                        r"flow.num_classes = 10; set --config.flow.num_classes=3 "
                                        r"--config.features.num_classes=3"):
-    fm_training.load_data(_config(path, **{"flow.num_classes": 10}))
+    _load(_config(path, **{"flow.num_classes": 10}))
   with pytest.raises(errors.DataError, match="'features.num_classes': .* has 3 classes but features.num_classes = 4"):
-    fm_training.load_data(_config(path, **{"features.num_classes": 4}))
+    _load(_config(path, **{"features.num_classes": 4}))
   with pytest.raises(errors.DataError, match="'large.patch': .*the 4x4 latent grid is not divisible by large.patch = 3"):
-    fm_training.load_data(_config(path, **{"large.patch": 3}))
+    _load(_config(path, **{"large.patch": 3}))
   odd = str(tmp_path / "odd.npz")
   np.savez(odd, images=x[:, :14, :14], labels=y)
   with pytest.raises(errors.DataError, match=r"'autoencoder.downsample': .*image side 14x14 is not divisible by "
                                        r"2\^downsample = 4; crop or pad"):
-    fm_training.load_data(_config(odd))
-  data = fm_training.load_data(_config(odd, **{"autoencoder.downsample": 1}))  # 7x7 latents
+    _load(_config(odd))
+  data = _load(_config(odd, **{"autoencoder.downsample": 1}))  # 7x7 latents
   assert data.gen_x.shape[1:] == (14, 14, 3)
 
 

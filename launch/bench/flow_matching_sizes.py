@@ -234,13 +234,15 @@ def paper_preset() -> Preset:
                 t_splits=len(rc.t_splits) - 2)
 
 
-def training_memory(preset: str, rows: int, member_batch: int | None = None) -> list[dict]:
+def training_memory(preset: str, rows: int, member_batch: int | None = None,
+                    groups: tuple[str, ...] = ()) -> list[dict]:
   """XLA's memory analysis of one training chunk of every flow group of config ``preset`` (compiled, not run).
 
-  Each group at ``member_batch`` 0 (every member vmapped at once) and at the
-  preset's value or ``member_batch`` (slices one after another), on one device, with ``rows``
-  training latents per member. ``temp_gib`` is what the chunk's activations and
-  scratch take; the arguments (states, latents) and outputs are beside it.
+  Each group (or only those named in ``groups``) at ``member_batch`` 0 (every
+  member vmapped at once) and at the preset's value or ``member_batch``
+  (slices one after another), on one device, with ``rows`` training latents
+  per member. ``temp_gib`` is what the chunk's activations and scratch take;
+  the arguments (states, latents) and outputs are beside it.
   """
   hp = fm_config.hparams_of(fm_config.get_config(preset))
   sliced = hp.run.member_batch if member_batch is None else member_batch
@@ -249,16 +251,16 @@ def training_memory(preset: str, rows: int, member_batch: int | None = None) -> 
   gib = lambda b: b / 2**30  # noqa: E731
   out = []
   for group in training.groups_of(hp.run):
-    net, flow = hp.net(group.arch), training.flow_of(hp, group)
+    if groups and group.name not in groups:
+      continue
     for member_batch in sorted({0, sliced}):
       slices, size = training.slices_of(dataclasses.replace(hp.run, member_batch=member_batch), group, mesh)
-      keys = jax.ShapeDtypeStruct((slices * size,), jax.random.key(0).dtype)
-      states = jax.eval_shape(jax.vmap(lambda k, net=net, flow=flow: fm.core.init(k, latent, net=net, flow=flow)),
-                              keys)
-      args = (states, jax.ShapeDtypeStruct((slices * size, rows) + latent, jnp.float32),
-              jax.ShapeDtypeStruct((slices * size, rows), jnp.int32),
-              jax.ShapeDtypeStruct((slices * size,), jnp.int32), keys)
-      fn = training.chunk_fn(net, flow, hp.run.chunk_steps, mesh, slices)
+      p = slices * size
+      keys = jax.ShapeDtypeStruct((p,), jax.random.key(0).dtype)
+      states = jax.eval_shape(lambda k, group=group: training.init_states(hp, group, latent, k, mesh), keys)
+      args = (states, jax.ShapeDtypeStruct((p, rows) + latent, jnp.float32), jax.ShapeDtypeStruct((p, rows), jnp.int32),
+              jax.ShapeDtypeStruct((p,), jnp.int32), keys)
+      fn = training.chunk_fn(hp.net(group.arch), training.flow_of(hp, group), hp.run.chunk_steps, mesh, slices)
       m = fn.lower(*args).compile().memory_analysis()
       out.append({"group": group.name, "members": len(group.members), "member_batch": member_batch,
                   "slices": slices, "slice": size, "temp_gib": gib(m.temp_size_in_bytes),

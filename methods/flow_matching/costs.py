@@ -97,7 +97,7 @@ def xla_flops(fn: Callable, *args) -> float:
   """
   cost = jax.jit(fn).lower(*args).cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  return float((cost or {}).get("flops", math.nan))  # some backends give no analysis: NaN
+  return float((cost or {}).get("flops", math.nan))
 
 
 def training_flops(forward_flops: float, *, steps: int, batch_size: int) -> float:

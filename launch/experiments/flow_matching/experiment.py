@@ -36,7 +36,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Trains every model (resuming), evaluates, writes figures; returns ``results.json``'s content."""
   start = time.perf_counter()
   hp = fm_config.hparams_of(config)
-  data = training.load_data(config)
+  data = training.load_data(config, hp)
   groups = training.groups_of(hp.run)
   step, state = training.restore_or_start(config, hp, groups, data, ctx)
   zs, scales = training.latents(hp, state, data)

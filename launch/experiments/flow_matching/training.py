@@ -4,7 +4,9 @@ Checkpoint step 1 holds the frozen feature network (trained once, on the
 feature split) and one convolutional autoencoder per seed (vmapped, on the
 generative split). Then the flow groups train in order, ``chunk_steps`` steps
 per jitted ``lax.scan`` and one checkpoint per chunk; a group's members
-(seeds, data subsets) are vmapped and sharded over the mesh's ``data`` axis:
+(seeds, data subsets) are vmapped and sharded over the mesh's ``data`` axis
+(``member_batch`` > 0: as vmapped slices of that many members, one slice after
+another inside the chunk, which bounds the activations held at once):
 
 * ``large``: per seed ``s`` the large DiT on all of the generative split
   (``large_s{s}``) and a second one with other flow weights and batches on the
@@ -56,7 +58,7 @@ class Data(NamedTuple):
   test_y: np.ndarray
 
 
-def _check_images(config, x, y) -> None:
+def _check_images(config, hp: fm_config.Hp, x, y) -> None:
   """Refuses images the configured networks cannot take (:class:`launch.errors.DataError`), naming the keys."""
   what = f"data_file {config.data_file}" if config.dataset == "npz" else f"dataset {config.dataset!r}"
   k = int(np.max(y)) + 1
@@ -66,7 +68,7 @@ def _check_images(config, x, y) -> None:
       raise errors.DataError(f"'{key}': {what} has {k} classes but {key} = {config[section][name]}; "
                              f"set --config.flow.num_classes={k} --config.features.num_classes={k}")
   try:
-    h, w, _ = autoencoder.latent_shape(tuple(x.shape[1:]), fm_config.hparams_of(config).autoencoder)
+    h, w, _ = autoencoder.latent_shape(tuple(x.shape[1:]), hp.autoencoder)
   except ValueError as e:
     raise errors.DataError(f"'autoencoder.downsample': {what}: {e}; crop or pad the images, or lower "
                            "autoencoder.downsample") from e
@@ -77,7 +79,7 @@ def _check_images(config, x, y) -> None:
                              f"{arch}.patch = {p}")
 
 
-def load_data(config) -> Data:
+def load_data(config, hp: fm_config.Hp) -> Data:
   """Reads ``config.dataset`` and splits it (:data:`datasets.images.splits.PROTOCOL_PARTS`, fixed seed).
 
   Every problem with the data is a :class:`launch.errors.DataError` naming the config key (the
@@ -101,7 +103,7 @@ def load_data(config) -> Data:
     except tfds_catalog.CatalogError as e:
       raise errors.DataError(f"'data_dir': {e}") from e
     x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-  _check_images(config, x, y)
+  _check_images(config, hp, x, y)
   idx = splits.stratified_split(np.asarray(y, np.int64))
   y = np.asarray(y, np.int32)
   return Data(*(a[idx[p]] for p in ("generative", "feature", "feature_test") for a in (x, y)))
@@ -125,7 +127,7 @@ class Group(NamedTuple):
 
 
 def groups_of(rc) -> list[Group]:
-  """The training groups in the order they train (``rc``: the root config)."""
+  """The training groups in the order they train (``rc``: the root keys, ``Hp.run``)."""
   seeds = range(rc.seeds)
   large = [Member(f"large_s{s}", s, s, 1.0, "") for s in seeds]
   large += [Member(f"large_alt_s{s}", s, 1000 + s, 1.0, "") for s in seeds]
@@ -198,7 +200,8 @@ def init_fn(net: fm.NetConfig, flow: fm.FlowConfig, latent: tuple, mesh):
                  in_shardings=sh, out_shardings=sh)
 
 
-def _init_states(hp, group: Group, latent, keys, mesh):
+def init_states(hp, group: Group, latent, keys, mesh):
+  """``group``'s fresh flow states, one per key (:func:`init_fn`; under ``eval_shape``, their shapes)."""
   return init_fn(hp.net(group.arch), flow_of(hp, group), tuple(latent), mesh)(keys)
 
 
@@ -218,11 +221,11 @@ def _padded(rc, group: Group, mesh) -> int:
   return slices * size
 
 
-def _keys(config, gi: int, group: Group, mesh, purpose: int):
+def _keys(seed: int, rc, gi: int, group: Group, mesh, purpose: int):
   """``[P]`` keys ``fold_in(fold_in(fold_in(key(seed), purpose), group), flow_seed)`` (padding: flow seed 0)."""
-  p = _padded(config, group, mesh)
+  p = _padded(rc, group, mesh)
   seeds = [m.flow_seed for m in group.members] + [0] * (p - len(group.members))
-  base = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), purpose), gi)
+  base = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), purpose), gi)
   keys = jnp.stack([jax.random.fold_in(base, s) for s in seeds])
   return jax.device_put(keys, mesh_lib.data_sharding(mesh))
 
@@ -237,7 +240,7 @@ def template(config, hp: fm_config.Hp, groups, data: Data, mesh) -> RunState:
   states = []
   for g in groups:
     keys = jax.ShapeDtypeStruct((_padded(hp.run, g, mesh),), jax.random.key(0).dtype)
-    abstract = jax.eval_shape(lambda k, g=g: _init_states(hp, g, latent, k, mesh), keys)
+    abstract = jax.eval_shape(lambda k, g=g: init_states(hp, g, latent, k, mesh), keys)
     states.append(jax.tree.map(lambda a: jax.device_put(jnp.zeros(a.shape, a.dtype), sh), abstract))
   curves = tuple(np.zeros((_padded(hp.run, g, mesh), _chunks(hp)), np.float32) for g in groups)
   return RunState(zeros(feat), zeros(ae), tuple(states), curves)
@@ -397,8 +400,8 @@ def train_groups(config, hp: fm_config.Hp, groups, state: RunState, step: int, z
       if g <= step:
         continue
       if c == 1:
-        states[gi] = _init_states(hp, group, latent, _keys(config, gi, group, ctx.mesh, 1), ctx.mesh)
-      states[gi], losses = fn(states[gi], *inputs, _keys(config, gi, group, ctx.mesh, 2))
+        states[gi] = init_states(hp, group, latent, _keys(config.seed, hp.run, gi, group, ctx.mesh, 1), ctx.mesh)
+      states[gi], losses = fn(states[gi], *inputs, _keys(config.seed, hp.run, gi, group, ctx.mesh, 2))
       losses = np.asarray(mesh_lib.to_host(losses))[:len(group.members)]
       _check_losses(group, losses, c, per, g, ctx)
       curves[gi][:, c - 1] = curve_fn(group, states[gi].ema)
