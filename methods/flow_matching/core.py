@@ -71,8 +71,9 @@ def _optimizer(flow: FlowConfig):
   return optax.chain(optax.clip_by_global_norm(flow.grad_clip), optax.adam(flow.learning_rate))
 
 
+@functools.partial(jax.jit, static_argnames=("latent_shape", "net", "flow"))
 def init(key: jax.Array, latent_shape: tuple[int, ...], *, net: NetConfig, flow: FlowConfig) -> TrainState:
-  """Initial state; ``key`` draws the weights."""
+  """Initial state; ``key`` draws the weights (jitted: one compilation per shape and config, not one per op)."""
   model, _ = make_velocity(net, flow)
   x = jnp.zeros((1,) + tuple(latent_shape))
   y = jnp.zeros((1,), jnp.int32) if flow.class_conditional else None
