@@ -18,6 +18,7 @@ from launch import registry
 from launch import report
 from launch import runner
 from launch.bench import __main__ as bench_main
+from launch.bench import timing
 from launch.bench import varde_arrays
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
@@ -131,3 +132,14 @@ def test_reward_draws_row_draws_what_each_kernel_draws():
     np.testing.assert_allclose(common[i], want, rtol=1e-5, atol=1e-5)
     want = sum(float(jax.random.normal(jax.random.fold_in(keys[i], t))) for t in range(budget))
     np.testing.assert_allclose(plain[i], want, rtol=1e-5, atol=1e-5)
+
+
+def test_timed_repeats_short_calls_until_min_seconds():
+  """At least ``repeats`` warm calls; more while they total under ``min_seconds``; never past ``max_repeats``."""
+  calls = []
+  fn = lambda x: calls.append(x) or x + 1  # noqa: E731
+  out, cold, warm = timing.timed(fn, 1, repeats=3, min_seconds=0.0)
+  assert out == 2 and len(calls) == 1 + 3 and 0 <= warm and 0 <= cold
+  calls.clear()
+  timing.timed(fn, 1, repeats=3, min_seconds=3600.0, max_repeats=7)
+  assert len(calls) == 1 + 7
