@@ -20,6 +20,7 @@ from launch import runner
 from launch.bench import __main__ as bench_main
 from launch.bench import timing
 from launch.bench import varde_arrays
+from launch.bench import varde_bai as varde_bai_bench
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
 from launch.experiments.varde import bai as varde_bai
@@ -143,3 +144,21 @@ def test_timed_repeats_short_calls_until_min_seconds():
   calls.clear()
   timing.timed(fn, 1, repeats=3, min_seconds=3600.0, max_repeats=7)
   assert len(calls) == 1 + 7
+
+
+def test_timed_together_alternates_the_calls():
+  """One cold call each, then rounds of every call in turn; each gets its own output and times."""
+  calls = []
+  a = lambda: calls.append("a") or "A"  # noqa: E731
+  b = lambda x: calls.append("b") or x  # noqa: E731
+  (out_a, _, warm_a), (out_b, _, warm_b) = timing.timed_together([(a, ()), (b, ("B",))], repeats=2, min_seconds=0.0)
+  assert (out_a, out_b) == ("A", "B") and calls == ["a", "b"] * 3 and warm_a >= 0 and warm_b >= 0
+
+
+def test_varde_bai_bench_runs_every_row_at_quick_size():
+  """``make bench``'s VarDE rows at ``--quick`` size: four rows, each ratio the quotient of its two rates."""
+  rows = varde_bai_bench.run(quick=True)
+  assert len(rows) == 4
+  for row in rows:
+    assert row["ours"] > 0 and row["peer"] > 0 and math.isclose(row["ratio"], row["ours"] / row["peer"])
+  assert "against NumPy vectorised over seeds" in rows[2]["benchmark"] and "alternating rounds" in rows[2]["notes"]

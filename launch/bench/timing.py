@@ -1,30 +1,41 @@
-"""Timing of a jitted call: the first (compiling) call, then the best of several warm calls."""
+"""Timing of jitted calls: the first (compiling) call, then the best of several warm calls."""
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 
 
-def timed(fn: Callable, *args: Any, repeats: int = 3, min_seconds: float = 1.0,
-          max_repeats: int = 50) -> tuple[Any, float, float]:
-  """``(output, cold seconds, best warm seconds)`` of ``fn(*args)``, each call blocked until ready.
+def timed_together(calls: Sequence[tuple[Callable, tuple]], repeats: int = 3, min_seconds: float = 1.0,
+                   max_repeats: int = 50) -> list[tuple[Any, float, float]]:
+  """``(output, cold seconds, best warm seconds)`` of each ``fn(*args)`` in ``calls``, each call blocked until ready.
 
-  The warm calls number at least ``repeats`` and go on (up to ``max_repeats``)
-  until they have taken ``min_seconds`` together, so a call of a tenth of a
-  second gets about ten tries and one that another process slowed is not the
-  best of too few.
+  After one cold call each, the warm calls go in rounds (every ``fn`` once per
+  round, in turn), so a spell in which another process slows the machine falls
+  on every side of a comparison. At least ``repeats`` rounds, and more (up to
+  ``max_repeats``) until each ``fn``'s warm calls have taken ``min_seconds``
+  on average: a call of a tenth of a second gets about ten tries.
   """
-  t0 = time.perf_counter()
-  out = jax.block_until_ready(fn(*args))
-  cold = time.perf_counter() - t0
-  warm, spent, calls = math.inf, 0.0, 0
-  while calls < repeats or (spent < min_seconds and calls < max_repeats):
+  def call(fn, args):
     t0 = time.perf_counter()
     out = jax.block_until_ready(fn(*args))
-    took = time.perf_counter() - t0
-    warm, spent, calls = min(warm, took), spent + took, calls + 1
-  return out, cold, warm
+    return out, time.perf_counter() - t0
+
+  first = [call(fn, args) for fn, args in calls]
+  outs, colds = [o for o, _ in first], [t for _, t in first]
+  warm, spent, rounds = [math.inf] * len(calls), 0.0, 0
+  while rounds < repeats or (spent < min_seconds * len(calls) and rounds < max_repeats):
+    for i, (fn, args) in enumerate(calls):
+      outs[i], took = call(fn, args)
+      warm[i], spent = min(warm[i], took), spent + took
+    rounds += 1
+  return list(zip(outs, colds, warm))
+
+
+def timed(fn: Callable, *args: Any, repeats: int = 3, min_seconds: float = 1.0,
+          max_repeats: int = 50) -> tuple[Any, float, float]:
+  """:func:`timed_together` of the one call ``fn(*args)``."""
+  return timed_together([(fn, args)], repeats=repeats, min_seconds=min_seconds, max_repeats=max_repeats)[0]

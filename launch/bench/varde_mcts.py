@@ -5,9 +5,11 @@ returns with ``sigma = 1``), same batch, same simulation budget, same leaf
 value (one random rollout to the horizon) and the same simulator inside
 mctx's ``recurrent_fn`` (``methods/varde/mctx_adapter.py``). This project's
 search also keeps each edge's second moment and re-samples every chance
-outcome. Compile time is excluded (reported separately); the root simple
-regret of both at that budget is in the notes (mean and standard error over
-the batch, exact values by dynamic programming). VarDE runs with its default
+outcome. Both sides are timed in alternating rounds
+(``timing.timed_together``), so a slow spell of the machine falls on both.
+Compile time is excluded (reported separately); the root simple regret of
+both at that budget is in the notes (mean and standard error over the batch,
+exact values by dynamic programming). VarDE runs with its default
 hyperparameters (``methods.varde.mcts.MCTSHparams``).
 
 A last row (``launch.bench.varde_2048``) plays 2048 with VarDE's search and
@@ -45,8 +47,8 @@ def run(quick: bool) -> list[dict]:
     ours = jax.jit(lambda e, r, k, p=policy: mcts.search(e, r, k, policy=p, num_simulations=sims, horizon=depth).action)
     theirs = jax.jit(lambda e, r, k: mctx_adapter.mctx_search(e, r, k, policy="mctx_gumbel", num_simulations=sims,
                                                                horizon=depth)[0])
-    a_ours, cold_o, warm_o = timing.timed(ours, env, roots, jax.random.key(1))
-    a_theirs, cold_t, warm_t = timing.timed(theirs, env, roots, jax.random.key(1))
+    args = (env, roots, jax.random.key(1))
+    (a_ours, cold_o, warm_o), (a_theirs, cold_t, warm_t) = timing.timed_together([(ours, args), (theirs, args)])
     r_o, r_t = np.asarray(regret(env, action=a_ours)), np.asarray(regret(env, action=a_theirs))
     rate_o, rate_t = batch * sims / warm_o, batch * sims / warm_t
     se = lambda x: x.std() / math.sqrt(len(x))  # noqa: E731
