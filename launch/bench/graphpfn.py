@@ -15,7 +15,8 @@ sampler has paid for its compilation, ``compile / (1 / peer rate - 1 /
 our rate)``. The JAX side samples one graph per call, padded to the
 config's maxima (one compilation) or to its size bucket (one compilation
 per bucket), the graphs spread over the devices by expected work
-(:func:`_per_graph`).
+(:func:`_per_graph`). Both samplers and the oracle are timed in alternating
+rounds (``timing.timed_together``), each its best warm pass over the graphs.
 
 Where the time goes (:func:`stages`): the same graphs, bucketed, one at a time
 on one device, timed stage by stage (the SBM levels, the simplification, and
@@ -67,7 +68,7 @@ def _schedule(costs: list[float], num_devices: int) -> list[int]:
 
 
 def _per_graph(hp, keys, params, mesh, bucketed: bool):
-  """Warm seconds, compile seconds, compiled sizes and edge counts of sampling every graph by its own call.
+  """``(call, buckets)``: ``call()`` samples every graph by its own call and returns their outputs.
 
   Each graph is one call of a jitted sampler on one device: padded to the
   config's maxima (one compilation) or to its size bucket's (one per
@@ -87,21 +88,23 @@ def _per_graph(hp, keys, params, mesh, bucketed: bool):
   fns = {b: stage_fns(hp, *b)["whole"] for b in set(size)}
   args = [jax.device_put((keys[i], jax.tree.map(lambda x, i=i: x[i], params)), devices[where[i]]) for i in range(count)]
   jax.block_until_ready(args)
-  out, cold, warm = timing.timed(lambda: [fns[size[i]](*args[i]) for i in range(count)])
-  edges = np.asarray([int(o.graph.num_edges) for o in out])
-  return warm, cold - warm, len(fns), edges
+  return (lambda: [fns[size[i]](*args[i]) for i in range(count)]), len(fns)
 
 
-def _peer(hp, params, graphs: int) -> tuple[float, np.ndarray]:
-  """Seconds and output edges of the oracle on the first ``graphs`` hyperparameter sets, one after another."""
+def _jax_edges(out) -> np.ndarray:
+  return np.asarray([int(o.graph.num_edges) for o in out])
+
+
+def _peer(hp, params, graphs: int):
+  """``call()``: the oracle's output edge counts on the first ``graphs`` hyperparameter sets, one after another."""
   host = jax.tree.map(np.asarray, params)
-  rng = np.random.default_rng(0)
-  edges = []
-  t0 = time.perf_counter()
-  for i in range(graphs):
-    p = {f: getattr(host, f)[i] for f in structure.StructureParams._fields}
-    edges.append(len(graphpfn_oracle.sample(p, hp, rng).senders))
-  return time.perf_counter() - t0, np.asarray(edges)
+  sets = [{f: getattr(host, f)[i] for f in structure.StructureParams._fields} for i in range(graphs)]
+
+  def call():
+    rng = np.random.default_rng(0)
+    return np.asarray([len(graphpfn_oracle.sample(p, hp, rng).senders) for p in sets])
+
+  return call
 
 
 STAGES = ("SBM levels", "simplification", "component, attachment, renaming")
@@ -169,7 +172,7 @@ def _peer_stages(hp, params, count: int) -> tuple[np.ndarray, float, float]:
   unprofiled one.
   """
   prof = cProfile.Profile()
-  prof.runcall(_peer, hp, params, count)
+  prof.runcall(_peer(hp, params, count))
   cum = {name: ct for (path, _, name), (_, _, _, ct, _) in pstats.Stats(prof).stats.items()
          if path.endswith("graphpfn_oracle.py")}
   total = cum["sample"]
@@ -236,21 +239,26 @@ def run(quick: bool) -> list[dict]:
   batch = mesh_lib.padded_size(batch, mesh)
   keys = jax.random.split(jax.random.key(0), batch)
   params = jax.jit(jax.vmap(lambda k: structure.sample_params(k, hp)))(jax.random.split(jax.random.key(1), batch))
-  peer_s, peer_edges = _peer(hp, params, min(peer_graphs, batch))
   size = "n 64-256, degree <= 48" if quick else "paper ranges: n 1000-5000, degree <= 500"
   how = f"{mesh_lib.describe_devices()}; one call per graph, graphs spread over the devices by size"
-  seconds, compile_s, _, edges = _per_graph(hp, keys, params, mesh, bucketed=False)
+  # Both samplers and the oracle are timed in alternating rounds, each its best warm pass.
+  padded, _ = _per_graph(hp, keys, params, mesh, bucketed=False)
+  bucketed, count = _per_graph(hp, keys, params, mesh, bucketed=True)
+  calls = [(padded, ()), (_peer(hp, params, min(peer_graphs, batch)), ())] + ([] if quick else [(bucketed, ())])
+  (out, cold, seconds), (peer_edges, _, peer_s), *rest = timing.timed_together(calls)
+  edges = _jax_edges(out)
   print(f"graphpfn structure: JAX {batch / seconds:.2f} graphs/s padded, oracle "
         f"{len(peer_edges) / peer_s:.2f} graphs/s; mean edges {edges.mean():,.0f} (JAX) vs "
         f"{peer_edges.mean():,.0f} (oracle)", flush=True)
 
   rows = _rows(f"GraphPFN structure prior ({size}), {batch} graphs padded to the maxima (one compilation)",
-               seconds, compile_s, edges, peer_s, peer_edges, how)
+               seconds, cold - seconds, edges, peer_s, peer_edges, how)
   if not quick:  # the bucketed sampler draws other graphs for the same keys (other slot counts): its own edges
-    seconds, compile_s, count, edges = _per_graph(hp, keys, params, mesh, bucketed=True)
+    ((out, cold, seconds),) = rest
+    edges = _jax_edges(out)
     print(f"graphpfn structure: JAX {batch / seconds:.2f} graphs/s in {count} size buckets", flush=True)
     rows += _rows(f"GraphPFN structure prior ({size}), {batch} graphs in {count} size buckets (powers of two)",
-                  seconds, compile_s, edges, peer_s, peer_edges, how)
+                  seconds, cold - seconds, edges, peer_s, peer_edges, how)
     graphs = min(peer_graphs, batch)
     rows += _stage_rows(stages(hp, keys, params, graphs), graphs, peer_s, len(mesh.devices.flat),
                         edges.mean() / peer_edges.mean())
