@@ -139,10 +139,10 @@ def test_timed_repeats_short_calls_until_min_seconds():
   """At least ``repeats`` warm calls; more while they total under ``min_seconds``; never past ``max_repeats``."""
   calls = []
   fn = lambda x: calls.append(x) or x + 1  # noqa: E731
-  out, cold, warm = timing.timed(fn, 1, repeats=3, min_seconds=0.0)
-  assert out == 2 and len(calls) == 1 + 3 and 0 <= warm and 0 <= cold
+  t = timing.timed(fn, 1, repeats=3, min_seconds=0.0)
+  assert t.output == 2 and len(calls) == 1 + 3 and t.calls == 3 and 0 <= t.warm and 0 <= t.cold and 0 <= t.cpu
   calls.clear()
-  timing.timed(fn, 1, repeats=3, min_seconds=3600.0, max_repeats=7)
+  assert timing.timed(fn, 1, repeats=3, min_seconds=3600.0, max_repeats=7).calls == 7
   assert len(calls) == 1 + 7
 
 
@@ -151,8 +151,8 @@ def test_timed_together_alternates_the_calls():
   calls = []
   a = lambda: calls.append("a") or "A"  # noqa: E731
   b = lambda x: calls.append("b") or x  # noqa: E731
-  (out_a, _, warm_a), (out_b, _, warm_b) = timing.timed_together([(a, ()), (b, ("B",))], repeats=2, min_seconds=0.0)
-  assert (out_a, out_b) == ("A", "B") and calls == ["a", "b"] * 3 and warm_a >= 0 and warm_b >= 0
+  ta, tb = timing.timed_together([(a, ()), (b, ("B",))], repeats=2, min_seconds=0.0)
+  assert (ta.output, tb.output) == ("A", "B") and calls == ["a", "b"] * 3 and ta.warm >= 0 and tb.warm >= 0
 
 
 def test_varde_bai_bench_runs_every_row_at_quick_size():

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -32,30 +31,13 @@ import numpy as np
 
 from launch import mesh as mesh_lib
 from launch.bench import flow_matching_sizes
+from launch.bench import timing
 from launch.bench import flow_matching_torch
 from methods import flow_matching as fm
 
 T_SPLITS = (0.4, 0.6, 0.8)
 PRESET = flow_matching_sizes.CPU
 LATENT = fm.autoencoder.latent_shape(flow_matching_sizes.IMAGE, PRESET.ae)
-
-
-def _best(fn, args, calls):
-  """``(best wall seconds, CPU seconds of that call)`` over ``calls`` warm calls (one warm-up call first)."""
-  jax.block_until_ready(fn(*args))
-  best = (float("inf"), float("inf"))
-  for _ in range(calls):
-    t0, c0 = time.perf_counter(), time.process_time()
-    jax.block_until_ready(fn(*args))
-    best = min(best, (time.perf_counter() - t0, time.process_time() - c0))
-  return best
-
-
-def _params(net, flow, seed):
-  state = fm.core.init(jax.random.key(seed), LATENT, net=net, flow=flow)
-  leaves, tree = jax.tree.flatten(state.params)  # trained-like (non-zero) output layers
-  keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-  return jax.tree.unflatten(tree, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
 
 
 def _sampling_rows(quick: bool) -> list[dict]:
@@ -72,19 +54,13 @@ def _sampling_rows(quick: bool) -> list[dict]:
 
   fn = jax.jit(sample, in_shardings=(rep, rep, sh, rep), out_shardings=sh)
   batch = mesh_lib.padded_size(256 if quick else PRESET.num_samples, mesh)
-  ps, pl = _params(small, flow, 0), _params(large, flow, 1)
+  ps, pl = (flow_matching_sizes.trained_like(net, flow, LATENT, seed) for net, seed in ((small, 0), (large, 1)))
   x0 = jax.device_put(jax.random.normal(jax.random.key(2), (batch,) + LATENT), sh)
   calls = 2 if quick else 5
   splits = (0.0,) + T_SPLITS
-  args = [(ps, pl, x0, jnp.float32(t)) for t in splits]
-  for a in args:
-    jax.block_until_ready(fn(*a))  # warm-up (one compilation serves every split)
-  best = {t: (float("inf"), float("inf")) for t in splits}
-  for _ in range(calls):  # interleaved, so that every split sees the same load on a shared machine
-    for t, a in zip(splits, args):
-      t0, c0 = time.perf_counter(), time.process_time()
-      jax.block_until_ready(fn(*a))
-      best[t] = min(best[t], (time.perf_counter() - t0, time.process_time() - c0))
+  # One compilation serves every split; the splits are timed in alternating rounds, so they share the machine's load.
+  timed = timing.timed_together([(fn, (ps, pl, x0, jnp.float32(t))) for t in splits], repeats=calls)
+  best = {t: (r.warm, r.cpu) for t, r in zip(splits, timed)}
   wall_large, cpu_large = best[0.0]
   fs, fl = fm.costs.dit_flops(small, LATENT), fm.costs.dit_flops(large, LATENT)
   rows = []
@@ -96,7 +72,7 @@ def _sampling_rows(quick: bool) -> list[dict]:
                      "vs large alone",
         "ours": batch / wall, "peer": batch / wall_large, "unit": "samples/s",
         "peer_name": "large DiT alone (this project)", "ratio": wall_large / wall,
-        "notes": f"{mesh_lib.describe_devices()}; best of {calls} interleaved calls; FLOP cost model "
+        "notes": f"{mesh_lib.describe_devices()}; best of {timed[0].calls} interleaved calls; FLOP cost model "
                  f"{model.speedup:.2f}x (small w{small.width}/d{small.depth} {fs / 1e6:.2f} MFLOP, "
                  f"large w{large.width}/d{large.depth} {fl / 1e6:.2f} MFLOP per forward); "
                  f"CPU-time speedup {cpu_large / cpu:.2f}x",
@@ -113,8 +89,7 @@ def run(quick: bool) -> list[dict]:
   labels = jnp.zeros(2048, jnp.int32)
   state = fm.core.init(jax.random.key(0), LATENT, net=large, flow=flow)
   train = jax.jit(functools.partial(fm.core.train_chunk, num_steps=chunk, net=large, flow=flow))
-  t_train, _ = _best(lambda s: train(s, data, labels, jnp.int32(2048), jax.random.key(1)), (state,), 2)
-  ours = chunk / t_train
+  ours = chunk / timing.timed(train, state, data, labels, jnp.int32(2048), jax.random.key(1), repeats=2).warm
   kw = dict(width=large.width, depth=large.depth, heads=large.heads, patch=large.patch, mlp_ratio=large.mlp_ratio,
             batch_size=flow.batch_size, steps=20 if quick else 150)
   rates = {t: flow_matching_torch.steps_per_second(LATENT, threads=t, **kw) for t in sorted({1, os.cpu_count() or 1})}

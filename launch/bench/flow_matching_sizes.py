@@ -11,9 +11,10 @@ the DiT's training step at the 7x7x4 latent (49 tokens), the sampling speed
 of the large model alone and of coarse-to-fine at several ``t_split`` (one
 compiled program), and a 3x3 convolution trained inside ``lax.scan`` as
 ``lax.conv`` and as a matrix product (:mod:`methods.flow_matching.layers`).
-Times are the best of ``--repeats`` warm calls, in wall-clock seconds and in
-process CPU seconds (the sum over threads: on a busy machine the CPU time is
-the steadier measure). Beside them: parameter counts, analytic and XLA FLOPs
+Times are the best of at least ``--repeats`` warm calls
+(:func:`launch.bench.timing.timed`; the sampling splits in alternating rounds),
+in wall-clock seconds and in the process CPU seconds of that call (the sum over
+threads: on a busy machine the CPU time is the steadier measure). Beside them: parameter counts, analytic and XLA FLOPs
 per forward, and a projection of the whole ``cpu`` experiment
 (:func:`budget`) from the measured per-step costs and the counts of
 :data:`CPU`. Writes ``sizes.json`` and prints a table. ``--preset=paper``
@@ -30,7 +31,6 @@ import dataclasses
 import functools
 import json
 import os
-import time
 
 from absl import app
 from absl import flags
@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from launch import mesh as mesh_lib
+from launch.bench import timing
 from launch.configs import flow_matching as fm_config
 from launch.experiments.flow_matching import training
 from methods import flow_matching as fm
@@ -95,23 +96,18 @@ def define_flags() -> None:
                     "launch/configs/flow_matching.py (projected on the machine at hand: run it on the accelerator).")
 
 
-def _timed(fn, *args, repeats: int):
-  """``(output, compile+first call s, best warm wall s, best warm CPU s)``."""
-  t0 = time.perf_counter()
-  out = jax.block_until_ready(fn(*args))
-  cold = time.perf_counter() - t0
-  wall = cpu = float("inf")
-  for _ in range(repeats):
-    t0, c0 = time.perf_counter(), time.process_time()
-    out = jax.block_until_ready(fn(*args))
-    wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
-  return out, cold, wall, cpu
+def trained_like(net: fm.NetConfig, flow: fm.FlowConfig, latent: tuple[int, ...], seed: int):
+  """Velocity-network parameters at init plus 0.05 N(0, 1) noise: non-zero output layers, as after training."""
+  state = fm.core.init(jax.random.key(seed), latent, net=net, flow=flow)
+  leaves, tree = jax.tree.flatten(state.params)
+  keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
+  return jax.tree.unflatten(tree, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
 
 
 def _per_step(name, fn, args, steps, repeats, **extra):
-  _, cold, wall, cpu = _timed(fn, *args, repeats=repeats)
-  return {"what": name, "unit": "train step", "wall_s": wall / steps, "cpu_s": cpu / steps,
-          "steps_per_s_wall": steps / wall, "compile_s": cold - wall, **extra}
+  t = timing.timed(fn, *args, repeats=repeats)
+  return {"what": name, "unit": "train step", "wall_s": t.warm / steps, "cpu_s": t.cpu / steps,
+          "steps_per_s_wall": steps / t.warm, "compile_s": t.cold - t.warm, **extra}
 
 
 def measure_training(p: Preset, repeats: int, chunk: int) -> list[dict]:
@@ -149,22 +145,18 @@ def measure_sampling(p: Preset, repeats: int, num_samples: int) -> list[dict]:
   """Samples per second: large alone and coarse-to-fine (one jitted program, ``t_split`` traced)."""
   lat = autoencoder.latent_shape(IMAGE, p.ae)
   flow = fm.FlowConfig()
-  params = {}
-  for name, net in (("small", p.small), ("large", p.large)):
-    st = fm.core.init(jax.random.key(1), lat, net=net, flow=flow)
-    leaves, tree = jax.tree.flatten(st.params)  # non-zero output layers, as after training
-    keys = jax.random.split(jax.random.key(2), len(leaves))
-    params[name] = jax.tree.unflatten(tree, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+  params = {"small": trained_like(p.small, flow, lat, 1), "large": trained_like(p.large, flow, lat, 1)}
   _, small = fm.core.make_velocity(p.small, flow)
   _, large = fm.core.make_velocity(p.large, flow)
   fn = jax.jit(lambda ps, pl, x, t: samplers.coarse_to_fine(lambda y, s: small(ps, y, s), lambda y, s: large(pl, y, s),
                                                             x, t_split=t, num_steps=p.sampler_steps))
   x0 = jax.random.normal(jax.random.key(3), (num_samples,) + lat)
   fs, fl = costs.dit_flops(p.small, lat), costs.dit_flops(p.large, lat)
-  rows, base = [], None
-  for t in (0.0, 0.4, 0.6, 0.8, 1.0):
-    _, cold, wall, cpu = _timed(fn, params["small"], params["large"], x0, jnp.float32(t), repeats=repeats)
-    base = base or (wall, cpu)
+  splits = (0.0, 0.4, 0.6, 0.8, 1.0)
+  timed = timing.timed_together([(fn, (params["small"], params["large"], x0, jnp.float32(t))) for t in splits],
+                                repeats=repeats)
+  rows, base = [], (timed[0].warm, timed[0].cpu)
+  for t, (_, cold, wall, cpu, _) in zip(splits, timed):
     model = costs.coarse_to_fine_cost(t, num_steps=p.sampler_steps, solver="euler", small_flops=fs, large_flops=fl)
     rows.append({"what": f"sampling t_split {t:g} ({p.sampler_steps} euler steps, {num_samples} samples)",
                  "unit": "batch", "wall_s": wall, "cpu_s": cpu, "samples_per_s_wall": num_samples / wall,
@@ -253,6 +245,7 @@ def training_memory(preset: str, rows: int, member_batch: int | None = None,
   for group in training.groups_of(hp.run):
     if groups and group.name not in groups:
       continue
+    net, flow = hp.net(group.arch), training.flow_of(hp, group)
     for member_batch in sorted({0, sliced}):
       slices, size = training.slices_of(dataclasses.replace(hp.run, member_batch=member_batch), group, mesh)
       p = slices * size
@@ -260,7 +253,7 @@ def training_memory(preset: str, rows: int, member_batch: int | None = None,
       states = jax.eval_shape(lambda k, group=group: training.init_states(hp, group, latent, k, mesh), keys)
       args = (states, jax.ShapeDtypeStruct((p, rows) + latent, jnp.float32), jax.ShapeDtypeStruct((p, rows), jnp.int32),
               jax.ShapeDtypeStruct((p,), jnp.int32), keys)
-      fn = training.chunk_fn(hp.net(group.arch), training.flow_of(hp, group), hp.run.chunk_steps, mesh, slices)
+      fn = training.chunk_fn(net, flow, hp.run.chunk_steps, mesh, slices)
       m = fn.lower(*args).compile().memory_analysis()
       out.append({"group": group.name, "members": len(group.members), "member_batch": member_batch,
                   "slices": slices, "slice": size, "temp_gib": gib(m.temp_size_in_bytes),

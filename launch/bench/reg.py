@@ -70,13 +70,13 @@ def run(quick: bool) -> list[dict]:
   rows = []
 
   scan = jax.jit(functools.partial(reg.train_chunk, num_updates=chunk, hp=hp))
-  _, cold, warm = timing.timed(scan, state, batch, repeats=3)
-  ours = chunk / warm
+  t = timing.timed(scan, state, batch, repeats=3)
+  ours = chunk / t.warm
   rows.append({
       "benchmark": f"IQL update, 256x256, batch 256, 1 seed, lax.scan of {chunk}",
       "ours": ours, "peer": torch_rate, "unit": "updates/s", "peer_name": peer_name,
       "ratio": ours / torch_rate,
-      "notes": f"{mesh_lib.describe_devices()}; compile {cold - warm:.1f}s excluded; {peer_note}",
+      "notes": f"{mesh_lib.describe_devices()}; compile {t.cold - t.warm:.1f}s excluded; {peer_note}",
   })
 
   single = jax.jit(functools.partial(reg.update, hp=hp))
@@ -87,8 +87,7 @@ def run(quick: bool) -> list[dict]:
       s, _ = single(s, b)
     return s
 
-  _, cold1, warm1 = timing.timed(loop, state, repeats=3)
-  ours1 = 20 / warm1
+  ours1 = 20 / timing.timed(loop, state, repeats=3).warm
   rows.append({
       "benchmark": "IQL update, 256x256, batch 256, 1 seed, one update per jitted call",
       "ours": ours1, "peer": torch_rate, "unit": "updates/s", "peer_name": peer_name,
@@ -98,11 +97,11 @@ def run(quick: bool) -> list[dict]:
   states = jax.vmap(functools.partial(reg.init, obs_dim=OBS, action_dim=ACT, hp=hp))(
       jax.random.split(jax.random.key(0), seeds))
   vscan = jax.jit(jax.vmap(functools.partial(reg.train_chunk, num_updates=chunk // 5, hp=hp), in_axes=(0, None)))
-  _, coldv, warmv = timing.timed(vscan, states, batch, repeats=2)
-  oursv = seeds * (chunk // 5) / warmv
+  tv = timing.timed(vscan, states, batch, repeats=2)
+  oursv = seeds * (chunk // 5) / tv.warm
   rows.append({
       "benchmark": f"IQL update, 256x256, batch 256, {seeds} seeds vmapped",
       "ours": oursv, "peer": torch_rate, "unit": "seed-updates/s", "peer_name": f"{peer_name}, seeds in turn",
-      "ratio": oursv / torch_rate, "notes": f"compile {coldv - warmv:.1f}s excluded",
+      "ratio": oursv / torch_rate, "notes": f"compile {tv.cold - tv.warm:.1f}s excluded",
   })
   return rows

@@ -4,14 +4,33 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 
 
+class Timed(NamedTuple):
+  """One call's timing.
+
+  Attributes:
+    output: the output of its last call.
+    cold: seconds of the first call (compilation included).
+    warm: seconds of its best warm call.
+    cpu: CPU seconds of this process during that best call (all its threads:
+      above ``warm`` when the call ran on several cores).
+    calls: number of warm calls.
+  """
+
+  output: Any
+  cold: float
+  warm: float
+  cpu: float
+  calls: int
+
+
 def timed_together(calls: Sequence[tuple[Callable, tuple]], repeats: int = 3, min_seconds: float = 1.0,
-                   max_repeats: int = 50) -> list[tuple[Any, float, float]]:
-  """``(output, cold seconds, best warm seconds)`` of each ``fn(*args)`` in ``calls``, each call blocked until ready.
+                   max_repeats: int = 50) -> list[Timed]:
+  """The :class:`Timed` of each ``fn(*args)`` in ``calls``, each call blocked until ready.
 
   After one cold call each, the warm calls go in rounds (every ``fn`` once per
   round, in turn), so a spell in which another process slows the machine falls
@@ -20,22 +39,21 @@ def timed_together(calls: Sequence[tuple[Callable, tuple]], repeats: int = 3, mi
   on average: a call of a tenth of a second gets about ten tries.
   """
   def call(fn, args):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = jax.block_until_ready(fn(*args))
-    return out, time.perf_counter() - t0
+    return out, time.perf_counter() - t0, time.process_time() - c0
 
   first = [call(fn, args) for fn, args in calls]
-  outs, colds = [o for o, _ in first], [t for _, t in first]
-  warm, spent, rounds = [math.inf] * len(calls), 0.0, 0
+  outs, colds = [o for o, _, _ in first], [t for _, t, _ in first]
+  best, spent, rounds = [(math.inf, math.inf)] * len(calls), 0.0, 0
   while rounds < repeats or (spent < min_seconds * len(calls) and rounds < max_repeats):
     for i, (fn, args) in enumerate(calls):
-      outs[i], took = call(fn, args)
-      warm[i], spent = min(warm[i], took), spent + took
+      outs[i], took, cpu = call(fn, args)
+      best[i], spent = min(best[i], (took, cpu)), spent + took
     rounds += 1
-  return list(zip(outs, colds, warm))
+  return [Timed(o, c, w, cpu, rounds) for o, c, (w, cpu) in zip(outs, colds, best)]
 
 
-def timed(fn: Callable, *args: Any, repeats: int = 3, min_seconds: float = 1.0,
-          max_repeats: int = 50) -> tuple[Any, float, float]:
+def timed(fn: Callable, *args: Any, repeats: int = 3, min_seconds: float = 1.0, max_repeats: int = 50) -> Timed:
   """:func:`timed_together` of the one call ``fn(*args)``."""
   return timed_together([(fn, args)], repeats=repeats, min_seconds=min_seconds, max_repeats=max_repeats)[0]

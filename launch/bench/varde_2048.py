@@ -5,23 +5,23 @@ experiment ``varde_2048`` (``launch/configs/varde_2048.py``); this row gives
 the cost side by side. Both searchers get the same simulator
 (``methods/varde/play2048.py``), the same leaf value, the same simulations per
 move, no Dirichlet noise, and the same starting boards and tile keys
-(:func:`methods.varde.play2048.play`). :func:`measure` gives the mean score
+(:func:`methods.varde.play2048.play`). :func:`summary` gives the mean score
 and largest tile with standard errors over games, the fraction of games that
-ended within ``max_moves``, and the wall time per game and per move (compile
-excluded: a first call at ``compile_moves`` moves compiles the loop, whose
-length is a traced bound, so the timed call reuses it).
+ended within ``max_moves``, and the wall time per game and per move. Both
+searchers play in alternating rounds (``timing.timed_together``), each its
+best warm call; compile time is the first call's excess over it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import time
 
 import jax
 import numpy as np
 
 from launch import mesh as mesh_lib
+from launch.bench import timing
 from methods.varde import mcts
 from methods.varde import play2048
 
@@ -37,18 +37,16 @@ def play_fn(searcher: str, num_games: int, hp: play2048.Play2048Hparams, search_
   return jax.jit(fn)
 
 
-def measure(searcher, sims, games, max_moves, hp, search_hp, seed=0, compile_moves=2):
-  """``dict`` of score, largest tile, finished games and seconds per game / per move."""
-  hp = dataclasses.replace(hp, num_simulations=sims)
-  fn = play_fn(searcher, games, hp, search_hp)
-  key = jax.random.key(seed)
-  t0 = time.perf_counter()
-  jax.block_until_ready(fn(key, compile_moves))
-  compile_s = time.perf_counter() - t0
-  t0 = time.perf_counter()
-  res = jax.tree.map(np.asarray, jax.block_until_ready(fn(key, max_moves)))
-  wall = time.perf_counter() - t0
-  moves = float(res.moves.sum())
+def play_call(searcher, sims, games, max_moves, hp, search_hp, seed=0):
+  """``(fn, args)``: ``fn(*args)`` plays ``games`` whole games of at most ``max_moves`` moves at ``sims`` simulations."""
+  fn = play_fn(searcher, games, dataclasses.replace(hp, num_simulations=sims), search_hp)
+  return fn, (jax.random.key(seed), max_moves)
+
+
+def summary(searcher, sims, max_moves, t: timing.Timed) -> dict:
+  """``dict`` of score, largest tile, finished games and seconds per game / per move of one timed :func:`play_call`."""
+  res = jax.tree.map(np.asarray, t.output)
+  games, moves, wall = len(res.score), float(res.moves.sum()), t.warm
   se = lambda x: float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else float("nan")  # noqa: E731
   return {
       "searcher": searcher, "simulations": sims, "games": games, "max_moves": max_moves,
@@ -57,7 +55,7 @@ def measure(searcher, sims, games, max_moves, hp, search_hp, seed=0, compile_mov
       "max_tiles": np.bincount(np.log2(np.maximum(res.max_tile, 1)).astype(int), minlength=13).tolist(),
       "finished": float(res.finished.mean()), "moves_per_game": moves / games,
       "seconds": wall, "seconds_per_game": wall / games, "ms_per_move": 1e3 * wall / max(moves, 1.0),
-      "compile_seconds": compile_s - wall * compile_moves / max(max_moves, 1),
+      "compile_seconds": t.cold - wall, "timed_calls": t.calls,
   }
 
 
@@ -66,8 +64,10 @@ def run(quick: bool) -> list[dict]:
   games, sims, max_moves = (4, 16, 20) if quick else (16, 64, 100)
   hp = play2048.Play2048Hparams()
   rows = []
-  ours = measure("varde", sims, games, max_moves, hp, mcts.MCTSHparams())
-  theirs = measure("mctx_stochastic", sims, games, max_moves, hp, mcts.MCTSHparams())
+  searchers = ("varde", "mctx_stochastic")
+  timed = timing.timed_together([play_call(s, sims, games, max_moves, hp, mcts.MCTSHparams()) for s in searchers],
+                                repeats=2)
+  ours, theirs = (summary(s, sims, max_moves, t) for s, t in zip(searchers, timed))
   rate = lambda m: m["moves_per_game"] * m["games"] * sims / m["seconds"]  # noqa: E731
   rows.append({
       "benchmark": f"2048, VarDE vs Stochastic MuZero ({games} games x {max_moves} moves, {sims} sims/move, "
@@ -75,7 +75,8 @@ def run(quick: bool) -> list[dict]:
       "ours": rate(ours), "peer": rate(theirs), "unit": "sims/s",
       "peer_name": "mctx.stochastic_muzero_policy (same simulator and value)",
       "ratio": rate(ours) / rate(theirs),
-      "notes": (f"{mesh_lib.describe_devices()}; compile excluded; score after {max_moves} moves "
+      "notes": (f"{mesh_lib.describe_devices()}; compile excluded; both timed in alternating rounds, each its best "
+                f"of {ours['timed_calls']} calls; score after {max_moves} moves "
                 f"{ours['score']:.0f} ± {ours['score_se']:.0f} (VarDE) vs {theirs['score']:.0f} ± "
                 f"{theirs['score_se']:.0f} (mctx)"),
   })

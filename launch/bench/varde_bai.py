@@ -44,12 +44,12 @@ from launch.experiments.varde import bai as varde_bai
 
 
 def _timed_sweep(config, mesh, budget, means, peers=()):
-  """``(names, error rates, cold, warm, peers' (output, cold, warm))`` of the sweep, timed in rounds with ``peers``."""
+  """``(names, error rates, cold, warm, peers' timing.Timed)`` of the sweep, timed in rounds with ``peers``."""
   names, _, fn = varde_bai.make_chunk_fn(config, mesh, budget, means)
   ids = varde_bai.chunk_seed_ids(config, mesh, 0)
-  (out, cold, warm), *others = timing.timed_together([(fn, (ids,)), *peers])
-  errors = np.asarray(mesh_lib.to_host(out).errors) / config.num_seeds
-  return names, errors, cold, warm, others
+  ours, *others = timing.timed_together([(fn, (ids,)), *peers])
+  errors = np.asarray(mesh_lib.to_host(ours.output).errors) / config.num_seeds
+  return names, errors, ours.cold, ours.warm, others
 
 
 def run(quick: bool) -> list[dict]:
@@ -96,10 +96,10 @@ def run(quick: bool) -> list[dict]:
         ),
     })
     if algorithms == ("varde",):
-      (vec_error, _, vec_warm), (arrays_out, arrays_cold, arrays_warm), *draws = others
-      vec_rate, arrays_rate = num_seeds / vec_warm, arrays_in[0].shape[0] / arrays_warm
-      arrays_error = float(np.mean(np.asarray(arrays_out) != int(np.argmax(means))))
-      draws_rate = {common: arrays_in[0].shape[0] / d[2] for common, d in zip((False, True), draws)}
+      vec, arrays, *draws = others
+      vec_rate, arrays_rate = num_seeds / vec.warm, arrays_in[0].shape[0] / arrays.warm
+      arrays_error = float(np.mean(np.asarray(arrays.output) != int(np.argmax(means))))
+      draws_rate = {common: arrays_in[0].shape[0] / d.warm for common, d in zip((False, True), draws)}
       vectorised = {
           "benchmark": f"E1 T={budget}, VarDE only ({num_seeds:,} runs), against NumPy vectorised over seeds",
           "ours": runs_per_s,
@@ -110,7 +110,7 @@ def run(quick: bool) -> list[dict]:
           "notes": (
               f"{mesh_lib.describe_devices()}; NumPy float32, single-threaded BLAS; both timed in alternating "
               f"rounds, each its best call; VarDE error "
-              f"{100 * errors[ref]:.2f}% (JAX) vs {100 * vec_error:.2f}% (NumPy vectorised), {num_seeds:,} seeds each"
+              f"{100 * errors[ref]:.2f}% (JAX) vs {100 * vec.output:.2f}% (NumPy vectorised), {num_seeds:,} seeds each"
           ),
       }
       hand_fused = {
@@ -122,7 +122,7 @@ def run(quick: bool) -> list[dict]:
           "ratio": runs_per_s / arrays_rate,
           "notes": (
               f"{mesh_lib.describe_devices()}; both compiles excluded ({cold - warm:.1f}s ours, "
-              f"{arrays_cold - arrays_warm:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
+              f"{arrays.cold - arrays.warm:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
               f"the NumPy vectorised peer; the reward draws alone (the same scan, nothing else) run at "
               f"{draws_rate[False] / vec_rate:.1f}x the NumPy peer with one hash per pull (hand-fused) and "
               f"{draws_rate[True] / vec_rate:.1f}x with the sweep's common random numbers; VarDE error "

@@ -48,9 +48,9 @@ def run(quick: bool) -> list[dict]:
     theirs = jax.jit(lambda e, r, k: mctx_adapter.mctx_search(e, r, k, policy="mctx_gumbel", num_simulations=sims,
                                                                horizon=depth)[0])
     args = (env, roots, jax.random.key(1))
-    (a_ours, cold_o, warm_o), (a_theirs, cold_t, warm_t) = timing.timed_together([(ours, args), (theirs, args)])
-    r_o, r_t = np.asarray(regret(env, action=a_ours)), np.asarray(regret(env, action=a_theirs))
-    rate_o, rate_t = batch * sims / warm_o, batch * sims / warm_t
+    t_o, t_t = timing.timed_together([(ours, args), (theirs, args)])
+    r_o, r_t = np.asarray(regret(env, action=t_o.output)), np.asarray(regret(env, action=t_t.output))
+    rate_o, rate_t = batch * sims / t_o.warm, batch * sims / t_t.warm
     se = lambda x: x.std() / math.sqrt(len(x))  # noqa: E731
     print(f"{ours_name}: {rate_o:.0f} sims/s vs mctx gumbel {rate_t:.0f} sims/s", flush=True)
     rows.append({
@@ -61,7 +61,7 @@ def run(quick: bool) -> list[dict]:
         "peer_name": "mctx.gumbel_muzero_policy (same simulator)",
         "ratio": rate_o / rate_t,
         "notes": (
-            f"{mesh_lib.describe_devices()}; compile {cold_o - warm_o:.1f}s / {cold_t - warm_t:.1f}s excluded; "
+            f"{mesh_lib.describe_devices()}; compile {t_o.cold - t_o.warm:.1f}s / {t_t.cold - t_t.warm:.1f}s excluded; "
             f"root regret {r_o.mean():.3f} ± {se(r_o):.3f} ({ours_name}, with second moments) vs "
             f"{r_t.mean():.3f} ± {se(r_t):.3f} (mctx)"
         ),

@@ -394,6 +394,7 @@ def train_groups(config, hp: fm_config.Hp, groups, state: RunState, step: int, z
     group_rows, inputs = group_inputs(config, hp, group, zs, labels, scores, ctx.mesh)
     rows.update(group_rows)
     fn = chunk_fn(hp.net(group.arch), flow_of(hp, group), per, ctx.mesh, slices_of(hp.run, group, ctx.mesh)[0])
+    keys = _keys(config.seed, hp.run, gi, group, ctx.mesh, 2)  # every chunk's: train_chunk folds in the step
     progress.label = f"[flow_matching {group.name}] "
     for c in range(1, chunks + 1):
       g = 1 + gi * chunks + c
@@ -401,7 +402,7 @@ def train_groups(config, hp: fm_config.Hp, groups, state: RunState, step: int, z
         continue
       if c == 1:
         states[gi] = init_states(hp, group, latent, _keys(config.seed, hp.run, gi, group, ctx.mesh, 1), ctx.mesh)
-      states[gi], losses = fn(states[gi], *inputs, _keys(config.seed, hp.run, gi, group, ctx.mesh, 2))
+      states[gi], losses = fn(states[gi], *inputs, keys)
       losses = np.asarray(mesh_lib.to_host(losses))[:len(group.members)]
       _check_losses(group, losses, c, per, g, ctx)
       curves[gi][:, c - 1] = curve_fn(group, states[gi].ema)
