@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 import chex
 import jax
@@ -144,6 +145,19 @@ def test_timed_repeats_short_calls_until_min_seconds():
   calls.clear()
   assert timing.timed(fn, 1, repeats=3, min_seconds=3600.0, max_repeats=7).calls == 7
   assert len(calls) == 1 + 7
+
+
+def test_timed_cpu_is_the_process_cpu_time_of_the_best_call():
+  """A call that sleeps takes wall time and almost no CPU; one that spins takes both."""
+  def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+      pass
+
+  asleep, busy = timing.timed_together([(time.sleep, (0.05,)), (spin, (0.05,))], repeats=2, min_seconds=0.0)
+  assert asleep.warm >= 0.05 and asleep.cpu < 0.5 * asleep.warm
+  assert busy.warm >= 0.05 and busy.cpu > 0.5 * busy.warm
+  assert asleep.calls == busy.calls == 2
 
 
 def test_timed_together_alternates_the_calls():
