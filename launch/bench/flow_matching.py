@@ -31,8 +31,8 @@ import numpy as np
 
 from launch import mesh as mesh_lib
 from launch.bench import flow_matching_sizes
-from launch.bench import timing
 from launch.bench import flow_matching_torch
+from launch.bench import timing
 from methods import flow_matching as fm
 
 T_SPLITS = (0.4, 0.6, 0.8)

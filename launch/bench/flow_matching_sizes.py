@@ -14,8 +14,9 @@ compiled program), and a 3x3 convolution trained inside ``lax.scan`` as
 Times are the best of at least ``--repeats`` warm calls
 (:func:`launch.bench.timing.timed`; the sampling splits in alternating rounds),
 in wall-clock seconds and in the process CPU seconds of that call (the sum over
-threads: on a busy machine the CPU time is the steadier measure). Beside them: parameter counts, analytic and XLA FLOPs
-per forward, and a projection of the whole ``cpu`` experiment
+threads: on a busy machine the CPU time is the steadier measure). Beside them:
+parameter counts, analytic and XLA FLOPs per forward, and a projection of the
+whole ``cpu`` experiment
 (:func:`budget`) from the measured per-step costs and the counts of
 :data:`CPU`. Writes ``sizes.json`` and prints a table. ``--preset=paper``
 measures and projects the ``paper`` preset of ``launch/configs/flow_matching.py``

@@ -38,7 +38,7 @@ def play_fn(searcher: str, num_games: int, hp: play2048.Play2048Hparams, search_
 
 
 def play_call(searcher, sims, games, max_moves, hp, search_hp, seed=0):
-  """``(fn, args)``: ``fn(*args)`` plays ``games`` whole games of at most ``max_moves`` moves at ``sims`` simulations."""
+  """``(fn, args)``: ``fn(*args)`` plays ``games`` games of at most ``max_moves`` moves at ``sims`` simulations."""
   fn = play_fn(searcher, games, dataclasses.replace(hp, num_simulations=sims), search_hp)
   return fn, (jax.random.key(seed), max_moves)
 

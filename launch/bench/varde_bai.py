@@ -44,12 +44,12 @@ from launch.experiments.varde import bai as varde_bai
 
 
 def _timed_sweep(config, mesh, budget, means, peers=()):
-  """``(names, error rates, cold, warm, peers' timing.Timed)`` of the sweep, timed in rounds with ``peers``."""
+  """``(names, error rates, the sweep's timing.Timed, each peer's)``, the sweep timed in rounds with ``peers``."""
   names, _, fn = varde_bai.make_chunk_fn(config, mesh, budget, means)
   ids = varde_bai.chunk_seed_ids(config, mesh, 0)
   ours, *others = timing.timed_together([(fn, (ids,)), *peers])
   errors = np.asarray(mesh_lib.to_host(ours.output).errors) / config.num_seeds
-  return names, errors, ours.cold, ours.warm, others
+  return names, errors, ours, others
 
 
 def run(quick: bool) -> list[dict]:
@@ -76,8 +76,8 @@ def run(quick: bool) -> list[dict]:
     config.algorithms = algorithms
     if algorithms == ("varde",):
       config.varde.taus = (0.1,)
-    names, errors, cold, warm, others = _timed_sweep(config, mesh, budget, means,
-                                                     peers if algorithms == ("varde",) else ())
+    names, errors, ours, others = _timed_sweep(config, mesh, budget, means, peers if algorithms == ("varde",) else ())
+    cold, warm = ours.cold, ours.warm
     runs_per_s = len(names) * num_seeds / warm
     print(f"{label}: {len(names)} algorithms x {num_seeds} seeds in {warm:.3f}s "
           f"(compile+run {cold:.1f}s); NumPy VarDE {np_rate:.0f} seeds/s", flush=True)
