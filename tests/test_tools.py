@@ -148,15 +148,15 @@ def test_timed_repeats_short_calls_until_min_seconds():
 
 
 def test_timed_cpu_is_the_process_cpu_time_of_the_best_call():
-  """A call that sleeps takes wall time and almost no CPU; one that spins takes both."""
+  """A sleeping call takes wall time and almost no CPU; a call that burns CPU is charged it, on a busy machine too."""
   def spin(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
       pass
 
   asleep, busy = timing.timed_together([(time.sleep, (0.05,)), (spin, (0.05,))], repeats=2, min_seconds=0.0)
   assert asleep.warm >= 0.05 and asleep.cpu < 0.5 * asleep.warm
-  assert busy.warm >= 0.05 and busy.cpu > 0.5 * busy.warm
+  assert busy.cpu >= 0.05 and busy.warm > 0
   assert asleep.calls == busy.calls == 2
 
 
