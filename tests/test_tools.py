@@ -169,6 +169,24 @@ def test_timed_together_alternates_the_calls():
   assert (ta.output, tb.output) == ("A", "B") and calls == ["a", "b"] * 3 and ta.warm >= 0 and tb.warm >= 0
 
 
+def test_timed_together_warms_up_with_the_cheaper_arguments():
+  """With ``warmup``, each cold call takes its warm-up arguments; the warm calls and the output take the real ones."""
+  calls = []
+
+  def fn(seconds):
+    calls.append(seconds)
+    time.sleep(seconds)
+    return seconds
+
+  (t,) = timing.timed_together([(fn, (0.05,))], repeats=2, min_seconds=0.0, warmup=[(0.0,)])
+  assert calls == [0.0, 0.05, 0.05] and t.output == 0.05 and t.warmed_up
+  assert t.warm >= 0.05 and t.compile_seconds == t.cold < t.warm
+  (plain,) = timing.timed_together([(fn, (0.0,))], repeats=1, min_seconds=0.0)
+  assert not plain.warmed_up and plain.compile_seconds == plain.cold - plain.warm
+  with pytest.raises(ValueError, match="warmup has 2 argument tuples for 1 calls"):
+    timing.timed_together([(fn, (0.0,))], warmup=[(0.0,), (0.0,)])
+
+
 def test_varde_bai_bench_runs_every_row_at_quick_size():
   """``make bench``'s VarDE rows at ``--quick`` size: four rows, each ratio the quotient of its two rates."""
   rows = varde_bai_bench.run(quick=True)

@@ -60,22 +60,22 @@ def _sampling_rows(quick: bool) -> list[dict]:
   splits = (0.0,) + T_SPLITS
   # One compilation serves every split; the splits are timed in alternating rounds, so they share the machine's load.
   timed = timing.timed_together([(fn, (ps, pl, x0, jnp.float32(t))) for t in splits], repeats=calls)
-  best = {t: (r.warm, r.cpu) for t, r in zip(splits, timed)}
-  wall_large, cpu_large = best[0.0]
+  by_split = dict(zip(splits, timed))
+  large_alone = by_split[0.0]
   fs, fl = fm.costs.dit_flops(small, LATENT), fm.costs.dit_flops(large, LATENT)
   rows = []
   for t_split in T_SPLITS:
-    wall, cpu = best[t_split]
+    ours = by_split[t_split]
     model = fm.costs.coarse_to_fine_cost(t_split, num_steps=steps, solver="euler", small_flops=fs, large_flops=fl)
     rows.append({
         "benchmark": f"coarse-to-fine sampling (t_split {t_split:g}, {steps} euler steps, {batch} samples) "
                      "vs large alone",
-        "ours": batch / wall, "peer": batch / wall_large, "unit": "samples/s",
-        "peer_name": "large DiT alone (this project)", "ratio": wall_large / wall,
+        "ours": batch / ours.warm, "peer": batch / large_alone.warm, "unit": "samples/s",
+        "peer_name": "large DiT alone (this project)", "ratio": large_alone.warm / ours.warm,
         "notes": f"{mesh_lib.describe_devices()}; best of {timed[0].calls} interleaved calls; FLOP cost model "
                  f"{model.speedup:.2f}x (small w{small.width}/d{small.depth} {fs / 1e6:.2f} MFLOP, "
                  f"large w{large.width}/d{large.depth} {fl / 1e6:.2f} MFLOP per forward); "
-                 f"CPU-time speedup {cpu_large / cpu:.2f}x",
+                 f"CPU-time speedup {large_alone.cpu / ours.cpu:.2f}x",
     })
   return rows
 

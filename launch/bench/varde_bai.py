@@ -77,10 +77,9 @@ def run(quick: bool) -> list[dict]:
     if algorithms == ("varde",):
       config.varde.taus = (0.1,)
     names, errors, ours, others = _timed_sweep(config, mesh, budget, means, peers if algorithms == ("varde",) else ())
-    cold, warm = ours.cold, ours.warm
-    runs_per_s = len(names) * num_seeds / warm
-    print(f"{label}: {len(names)} algorithms x {num_seeds} seeds in {warm:.3f}s "
-          f"(compile+run {cold:.1f}s); NumPy VarDE {np_rate:.0f} seeds/s", flush=True)
+    runs_per_s = len(names) * num_seeds / ours.warm
+    print(f"{label}: {len(names)} algorithms x {num_seeds} seeds in {ours.warm:.3f}s "
+          f"(compile+run {ours.cold:.1f}s); NumPy VarDE {np_rate:.0f} seeds/s", flush=True)
     ref = names.index("varde_tau0.1")
     rows.append({
         "benchmark": f"E1 T={budget} sweep, {label} ({len(names)} x {num_seeds:,} runs)",
@@ -90,7 +89,7 @@ def run(quick: bool) -> list[dict]:
         "peer_name": "NumPy per-pull loop of VarDE",
         "ratio": runs_per_s / np_rate,
         "notes": (
-            f"{mesh_lib.describe_devices()}; compile {cold - warm:.1f}s excluded; "
+            f"{mesh_lib.describe_devices()}; compile {ours.compile_seconds:.1f}s excluded; "
             f"VarDE error {100 * errors[ref]:.2f}% (JAX, {num_seeds:,} seeds) vs "
             f"{100 * np_error:.2f}% (NumPy, {numpy_seeds:,} seeds)"
         ),
@@ -121,8 +120,8 @@ def run(quick: bool) -> list[dict]:
           "peer_name": "jax.numpy, all seeds one pull at a time as arrays",
           "ratio": runs_per_s / arrays_rate,
           "notes": (
-              f"{mesh_lib.describe_devices()}; both compiles excluded ({cold - warm:.1f}s ours, "
-              f"{arrays.cold - arrays.warm:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
+              f"{mesh_lib.describe_devices()}; both compiles excluded ({ours.compile_seconds:.1f}s ours, "
+              f"{arrays.compile_seconds:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
               f"the NumPy vectorised peer; the reward draws alone (the same scan, nothing else) run at "
               f"{draws_rate[False] / vec_rate:.1f}x the NumPy peer with one hash per pull (hand-fused) and "
               f"{draws_rate[True] / vec_rate:.1f}x with the sweep's common random numbers; VarDE error "

@@ -61,7 +61,7 @@ def run(quick: bool) -> list[dict]:
         "peer_name": "mctx.gumbel_muzero_policy (same simulator)",
         "ratio": rate_o / rate_t,
         "notes": (
-            f"{mesh_lib.describe_devices()}; compile {t_o.cold - t_o.warm:.1f}s / {t_t.cold - t_t.warm:.1f}s excluded; "
+            f"{mesh_lib.describe_devices()}; compile {t_o.compile_seconds:.1f}s / {t_t.compile_seconds:.1f}s excluded; "
             f"root regret {r_o.mean():.3f} ± {se(r_o):.3f} ({ours_name}, with second moments) vs "
             f"{r_t.mean():.3f} ± {se(r_t):.3f} (mctx)"
         ),
