@@ -29,7 +29,7 @@ from methods import varde
 
 
 def test_demo_and_report_entries_name_valid_configs(repo_root):
-  for name, arg in demo.DEMOS:
+  for name, arg in demo.DEMOS + demo.EXTRAS:
     runner.validate(registry.get(name).get_config(arg))
   found = set()
   for path in report.documents(repo_root):
@@ -39,7 +39,7 @@ def test_demo_and_report_entries_name_valid_configs(repo_root):
     runner.validate(registry.get(experiment).get_config(arg))
   # every block has a maker, every maker a block
   assert {n.removesuffix(report.HEADLINE) for n in found} == set(report.REPORTS) | set(report.BENCH_BLOCKS)
-  assert set(registry.NAMES) <= {name for name, _ in demo.DEMOS}
+  assert set(registry.NAMES) <= {name for name, _ in demo.DEMOS + demo.EXTRAS}
 
 
 def test_bench_markdown_has_ratio():
