@@ -216,8 +216,50 @@ def test_varde_select_hand_computed():
   alg = varde.varde(num_arms=3, budget=100, tau=0.1)
   # w = softmax([5, 3, 6]) = [0.2595, 0.0351, 0.7054]; scores w^2 var / (n (n+1)):
   # 1.35e-4, 6.2e-7, 4.98e-4 -> arm 2.
-  state = _state_with(alg, [4, 4, 9], [0.5, 0.3, 0.6], [0.04, 0.01, 0.09])
+  count, mean, var = [4, 4, 9], [0.5, 0.3, 0.6], [0.04, 0.01, 0.09]
+  state = _state_with(alg, count, mean, var)
+  state = state._replace(score=varde.log_scores(jnp.asarray(mean), jnp.asarray(var), jnp.asarray(count), 0.1))
   assert _select_after_warm(alg, state) == 2
+
+
+@pytest.mark.parametrize("kw", [{"tau": 0.1}, {"tau": 0.02}, {"weighting": "uniform"}, {"variance": "known"}])
+def test_varde_kept_scores_pick_the_argmax_of_the_exact_score(kw):
+  """The state's per-arm log scores, updated one arm per pull, pick the arm of ``varde_scores``.
+
+  Every step of noisy runs, past the warm start: the kept scores equal
+  ``log_scores`` recomputed from the statistics, and the pick equals the
+  argmax of the exact score ``w^2 sigma^2 / (N (N + 1))`` unless its two
+  largest entries tie within float rounding.
+  """
+  k, budget = 6, 400
+  alg = varde.varde(num_arms=k, budget=budget, **kw)
+  rng = np.random.default_rng(0)
+  tau = kw.get("tau", 0.1)
+  for run in range(4):
+    means = jnp.asarray(rng.uniform(0.0, 1.0, k), jnp.float32)
+    stds = jnp.asarray(rng.uniform(0.05, 0.5, k), jnp.float32)
+    state = alg.init(jax.random.key(run), varde.Oracle.from_means(means, stds))
+    noise = jax.random.normal(jax.random.key(100 + run), (budget,))
+
+    def step(state, t):
+      stats = state.stats
+      var = varde.sample_variance(stats, 0.01) if kw.get("variance") != "known" else state.known_var
+      var = jnp.where(stats.count >= 1, var, jnp.inf)
+      w = varde.lse_weights(stats.mean, tau) if kw.get("weighting") != "uniform" else jnp.full(k, 1.0 / k)
+      exact = varde.varde_scores(w, var, stats.count)
+      top2 = jax.lax.top_k(exact, 2)[0]
+      recomputed = varde.log_scores(stats.mean, var, stats.count, None if kw.get("weighting") == "uniform" else tau)
+      arm = alg.select(state, jax.random.key(0), t)
+      reward = means[arm] + stds[arm] * noise[t]
+      return alg.update(state, t, arm, reward), (arm, jnp.argmax(exact), top2, state.score, recomputed)
+
+    _, (arm, best, top2, kept, recomputed) = jax.lax.scan(step, state, jnp.arange(budget))
+    past = slice(k * 2, None)
+    np.testing.assert_allclose(kept[past], recomputed[past], rtol=1e-6)
+    differ = np.asarray(arm[past] != best[past])
+    near_tie = np.asarray(top2[past, 1] >= top2[past, 0] * (1 - 1e-4))
+    assert not np.any(differ & ~near_tie), np.flatnonzero(differ & ~near_tie)
+    assert np.mean(differ) < 0.01
 
 
 def test_ucbe_select_hand_computed():

@@ -39,9 +39,9 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
   ``N`` must be a multiple of the mesh size; every input is sharded over its
   leading axis. Inside, the state is ``[K, N]`` (seeds on the minor axis,
   as the NumPy peer holds it), the greedy score is the NumPy peer's
-  log-domain form, and the argmax over arms is unrolled into ``K - 1``
-  element-wise comparisons of ``[N]`` rows, so a pull is element-wise work
-  on whole vectors of seeds.
+  log-domain form kept per arm (a pull rescores the pulled arm only), and
+  the argmax over arms is unrolled into ``K - 1`` element-wise comparisons
+  of ``[N]`` rows, so a pull is element-wise work on whole vectors of seeds.
   """
   varde_numpy.check_warm_start(warm_start)
   k = len(means)
@@ -61,17 +61,22 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
     zeros = jnp.zeros(stds.shape, jnp.float32)
 
     def step(carry, t):
-      count, total, total_sq = carry
-      mean = total / count
-      var = jnp.maximum((total_sq - count * mean * mean) / (count - 1), var_floor)
-      greedy = argmax_rows((2.0 / tau) * mean + jnp.log(var / (count * (count + 1))))
-      arm = jnp.where(t < n_warm, warm[jnp.minimum(t, n_warm - 1)], greedy)
+      count, total, total_sq, score = carry
+      arm = jnp.where(t < n_warm, warm[jnp.minimum(t, n_warm - 1)], argmax_rows(score))
       hit = arms == arm[None, :]
       eps = _normals(keys, t)
       reward = means[:, None] + stds * eps[None, :]
-      return (count + hit, total + jnp.where(hit, reward, 0.0), total_sq + jnp.where(hit, reward * reward, 0.0)), None
+      count, total, total_sq = (count + hit, total + jnp.where(hit, reward, 0.0),
+                                total_sq + jnp.where(hit, reward * reward, 0.0))
+      # Rescore the pulled arm only (its column entries gathered by the one-hot `hit`).
+      n, s1, s2 = (jnp.sum(jnp.where(hit, a, 0.0), axis=0) for a in (count, total, total_sq))
+      mean = s1 / n
+      var = jnp.maximum((s2 - n * mean * mean) / (n - 1), var_floor)
+      new = jnp.where(n < 2, jnp.inf, (2.0 / tau) * mean + jnp.log(var / (n * (n + 1))))
+      return (count, total, total_sq, jnp.where(hit, new[None, :], score)), None
 
-    (count, total, _), _ = jax.lax.scan(step, (zeros, zeros, zeros), jnp.arange(budget))
+    init = (zeros, zeros, zeros, jnp.full(stds.shape, jnp.inf, jnp.float32))
+    (count, total, _, _), _ = jax.lax.scan(step, init, jnp.arange(budget))
     return argmax_rows(total / count)
 
   sharding = mesh_lib.data_sharding(mesh)

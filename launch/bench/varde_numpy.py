@@ -74,37 +74,47 @@ def varde_vectorised(rng: np.random.Generator, means: np.ndarray, budget: int, n
                      warm_start: int = 2, var_floor: float = 0.01, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
   """``num_seeds`` runs at once; returns (recommended arms ``[seeds]``, pulls ``[seeds, K]``).
 
-  One Python iteration per pull; every operation acts on ``[K, seeds]``
-  arrays (seeds contiguous, so the reductions over arms run along rows of
-  whole vectors), and each pull updates one entry per column by fancy
-  indexing. The greedy rule is the same argmax in the log domain:
-  ``softmax(mu / tau)``'s normaliser is common to all arms and ``log`` is
-  increasing, so ``argmax_i w_i^2 var_i / (N_i (N_i + 1))`` is ``argmax_i
-  2 mu_i / tau + log(var_i / (N_i (N_i + 1)))`` -- one ``log`` per entry
-  instead of a max, an ``exp``, a sum and a division (and it cannot
-  underflow). With the same generator it recommends what the ``[seeds, K]``
-  softmax form recommends.
+  One Python iteration per pull; the state is ``[K, seeds]`` arrays (seeds
+  contiguous, so the argmax over arms runs along rows of whole vectors), and
+  each pull reads and writes one entry per column through flat indices
+  (``take`` and ``put``: several times faster than ``a[arm, cols]``). The
+  greedy rule is the same argmax in the log domain, kept per arm as
+  ``methods.varde.bai`` keeps it: ``softmax(mu / tau)``'s normaliser is
+  common to all arms and ``log`` is increasing, so ``argmax_i w_i^2 var_i /
+  (N_i (N_i + 1))`` is ``argmax_i 2 mu_i / tau + log(var_i / (N_i (N_i +
+  1)))``, each arm's score depends on its own statistics only, and a pull
+  rescores only the pulled arm (one ``log`` per seed instead of ``K``). With
+  the same generator it recommends what the ``[seeds, K]`` softmax form
+  recommends.
   """
   check_warm_start(warm_start)
   k = len(means)
   means = np.asarray(means, dtype)
   stds, warm = draw_problem(rng, means, num_seeds, warm_start=warm_start, dtype=dtype)
   stds, warm = np.ascontiguousarray(stds.T), np.ascontiguousarray(warm.T)
-  count = np.zeros((k, num_seeds), dtype)
-  total = np.zeros((k, num_seeds), dtype)
-  total_sq = np.zeros((k, num_seeds), dtype)
+  count, total, total_sq = (np.zeros((k, num_seeds), dtype) for _ in range(3))
+  flat = [a.reshape(-1) for a in (stds, count, total, total_sq)]
   cols = np.arange(num_seeds)
+  n_warm = warm.shape[0]
+
+  def scores(n, s1, s2):
+    mean = s1 / n
+    var = np.maximum((s2 - n * mean * mean) / (n - 1), var_floor)
+    return (2.0 / tau) * mean + np.log(var / (n * (n + 1)))
+
+  score = None
   for t in range(budget):
-    if t < warm.shape[0]:
-      arm = warm[t]
-    else:
-      mean = total / count
-      var = np.maximum((total_sq - count * mean * mean) / (count - 1), var_floor)
-      arm = np.argmax((2.0 / tau) * mean + np.log(var / (count * (count + 1))), axis=0)
-    reward = means[arm] + stds[arm, cols] * rng.standard_normal(num_seeds, dtype=dtype)
-    count[arm, cols] += 1
-    total[arm, cols] += reward
-    total_sq[arm, cols] += reward * reward
+    arm = warm[t] if t < n_warm else np.argmax(score, axis=0)
+    idx = arm * num_seeds + cols
+    sd, n, s1, s2 = (a.take(idx) for a in flat)
+    reward = means[arm] + sd * rng.standard_normal(num_seeds, dtype=dtype)
+    n, s1, s2 = n + 1, s1 + reward, s2 + reward * reward
+    for a, v in zip(flat[1:], (n, s1, s2)):
+      a.put(idx, v)
+    if t == n_warm - 1:  # every arm has its warm-start pulls: score all of them once
+      score = scores(count, total, total_sq)
+    elif t >= n_warm:
+      score.reshape(-1).put(idx, scores(n, s1, s2))
   return np.argmax(total / count, axis=0), count.T
 
 

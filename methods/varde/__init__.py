@@ -17,6 +17,7 @@
 """
 
 from methods.varde.bai import first_order_variance
+from methods.varde.bai import log_scores
 from methods.varde.bai import lse_weights
 from methods.varde.bai import neyman_shares
 from methods.varde.bai import varde

@@ -16,6 +16,16 @@ allocation ``N_i`` proportional to ``|w_i| sigma_i``. ``w`` and ``sigma`` are
 plug-in estimates; every arm is first pulled ``warm_start`` times in shuffled
 order (counted in the budget), variances are floored at ``var_floor`` and are
 ``+inf`` until an arm has two pulls.
+
+The run picks the same arm from a per-arm form of the score
+(:func:`log_scores`). ``w_i = exp(mu_i / tau) / Z`` with ``Z`` common to all
+arms and ``log`` is increasing, so the argmax of ``w_i^2 sigma_i^2 / (N_i
+(N_i + 1))`` is the argmax of ``2 mu_i / tau + log(sigma_i^2 / (N_i (N_i +
+1)))``: each arm's score depends on its own statistics only (and cannot
+underflow, as ``w_i^2`` does for arms far below the leader). A pull changes
+one arm's statistics, so the state keeps every arm's score and an update
+recomputes only the pulled arm's: one ``log`` per pull instead of a softmax
+and ``K`` scores, then an argmax.
 """
 
 from __future__ import annotations
@@ -52,6 +62,21 @@ def varde_scores(weights: jax.Array, variances: jax.Array, counts: jax.Array) ->
   return jnp.where((counts < 2) | jnp.isinf(variances), jnp.inf, score)
 
 
+def log_scores(means: jax.Array, variances: jax.Array, counts: jax.Array, tau: float | None) -> jax.Array:
+  """``log`` of :func:`varde_scores` up to a term common to all arms (entries of any shape).
+
+  ``2 mu_i / tau + log(sigma_i^2 / (N_i (N_i + 1)))`` for the LSE weights
+  (``tau=None``: uniform weights, no mean term), ``+inf`` where
+  :func:`varde_scores` is ``+inf``. The arms' order, and so the argmax, is
+  that of :func:`varde_scores` (up to float rounding at near-ties).
+  """
+  counts_f = counts.astype(jnp.float32)
+  score = jnp.log(variances / (counts_f * (counts_f + 1.0)))
+  if tau is not None:
+    score = score + (2.0 / tau) * means
+  return jnp.where((counts < 2) | jnp.isinf(variances), jnp.inf, score)
+
+
 def neyman_shares(weights: jax.Array, stds: jax.Array) -> jax.Array:
   """``[K]`` limit allocation shares ``|w_i| sigma_i / sum_j |w_j| sigma_j``."""
   s = jnp.abs(weights) * stds
@@ -62,6 +87,7 @@ class VarDEState(NamedTuple):
   stats: core.ArmStats
   warm: jax.Array  # [K * warm_start] warm-start order
   known_var: jax.Array  # [K] true variances (used by variance="known" only)
+  score: jax.Array  # [K] every arm's log_scores at the current statistics
 
 
 def varde(
@@ -102,29 +128,30 @@ def varde(
         f"warm_start={warm_start} needs {num_arms * warm_start} pulls > budget={budget}"
     )
 
+  log_tau = tau if weighting == "lse" else None
+
+  def arm_variance(stats, known_var, arm):
+    """``arm``'s variance estimate (after at least one pull of it)."""
+    if variance == "empirical":
+      return core.variance_of(stats.m2[arm], stats.count[arm], var_floor)
+    return known_var[arm]
+
   def init(key, oracle):
     return VarDEState(
         core.stats_init(num_arms),
         core.warm_start_order(key, num_arms, warm_start),
         oracle.stds.astype(jnp.float32) ** 2,
+        jnp.full((num_arms,), jnp.inf, jnp.float32),  # no arm has two pulls yet
     )
 
   def select(state, key, t):
     del key
-    stats = state.stats
-    if weighting == "lse":
-      w = lse_weights(stats.mean, tau)
-    else:
-      w = jnp.full((num_arms,), 1.0 / num_arms)
-    if variance == "empirical":
-      var = core.sample_variance(stats, var_floor)
-    else:
-      var = jnp.where(stats.count >= 1, state.known_var, jnp.inf)
-    arm = jnp.argmax(varde_scores(w, var, stats.count))
-    return core.with_warm_start(t, state.warm, arm)
+    return core.with_warm_start(t, state.warm, jnp.argmax(state.score))
 
   def update(state, t, arm, reward):
     del t
-    return state._replace(stats=core.stats_update(state.stats, arm, reward))
+    stats = core.stats_update(state.stats, arm, reward)
+    score = log_scores(stats.mean[arm], arm_variance(stats, state.known_var, arm), stats.count[arm], log_tau)
+    return state._replace(stats=stats, score=state.score.at[arm].set(score))
 
   return core.BAIAlgorithm(init, select, update, core.argmax_mean)

@@ -54,8 +54,13 @@ def stats_update(stats: ArmStats, arm: jax.Array, reward: jax.Array) -> ArmStats
 
 def sample_variance(stats: ArmStats, floor: float = 0.0) -> jax.Array:
   """``[K]`` unbiased sample variances, floored; ``+inf`` below two pulls."""
-  var = stats.m2 / jnp.maximum(stats.count - 1, 1).astype(jnp.float32)
-  return jnp.where(stats.count >= 2, jnp.maximum(var, floor), jnp.inf)
+  return variance_of(stats.m2, stats.count, floor)
+
+
+def variance_of(m2: jax.Array, count: jax.Array, floor: float = 0.0) -> jax.Array:
+  """:func:`sample_variance` of entries of any shape (e.g. one arm's ``m2[arm]``, ``count[arm]``)."""
+  var = m2 / jnp.maximum(count - 1, 1).astype(jnp.float32)
+  return jnp.where(count >= 2, jnp.maximum(var, floor), jnp.inf)
 
 
 class Oracle(NamedTuple):
