@@ -56,12 +56,14 @@ def timed_together(calls: Sequence[tuple[Callable, tuple]], repeats: int = 3, mi
   """
   if warmup is not None and len(warmup) != len(calls):
     raise ValueError(f"warmup has {len(warmup)} argument tuples for {len(calls)} calls")
+  cold_args = [args for _, args in calls] if warmup is None else list(warmup)
+
   def call(fn, args):
     t0, c0 = time.perf_counter(), time.process_time()
     out = jax.block_until_ready(fn(*args))
     return out, time.perf_counter() - t0, time.process_time() - c0
 
-  first = [call(fn, args if warmup is None else warm) for (fn, args), warm in zip(calls, warmup or calls)]
+  first = [call(fn, args) for (fn, _), args in zip(calls, cold_args)]
   outs, colds = [o for o, _, _ in first], [t for _, t, _ in first]
   best, spent, rounds = [(math.inf, math.inf)] * len(calls), 0.0, 0
   while rounds < max(repeats, 1) or (spent < min_seconds * len(calls) and rounds < max_repeats):

@@ -39,9 +39,11 @@ def play_fn(searcher: str, num_games: int, hp: play2048.Play2048Hparams, search_
 
 
 def play_call(searcher, sims, games, max_moves, hp, search_hp, seed=0):
-  """``(fn, args)``: ``fn(*args)`` plays ``games`` games of at most ``max_moves`` moves at ``sims`` simulations."""
+  """``(fn, args, warm-up args)``: ``fn(*args)`` plays ``games`` games of at most ``max_moves`` moves at ``sims``
+  simulations; ``fn(*warm-up args)`` the same games cut at one move (the same program, to compile it)."""
   fn = play_fn(searcher, games, dataclasses.replace(hp, num_simulations=sims), search_hp)
-  return fn, (jax.random.key(seed), max_moves)
+  key = jax.random.key(seed)
+  return fn, (key, max_moves), (key, 1)
 
 
 def summary(searcher, sims, max_moves, t: timing.Timed) -> dict:
@@ -66,8 +68,8 @@ def run(quick: bool) -> list[dict]:
   hp = play2048.Play2048Hparams()
   rows = []
   searchers = ("varde", "mctx_stochastic")
-  calls = [play_call(s, sims, games, max_moves, hp, mcts.MCTSHparams()) for s in searchers]
-  timed = timing.timed_together(calls, repeats=2, warmup=[(key, 1) for _, (key, _) in calls])
+  fns, args, warmup = zip(*(play_call(s, sims, games, max_moves, hp, mcts.MCTSHparams()) for s in searchers))
+  timed = timing.timed_together(list(zip(fns, args)), repeats=2, warmup=warmup)
   ours, theirs = (summary(s, sims, max_moves, t) for s, t in zip(searchers, timed))
   rate = lambda m: m["moves_per_game"] * m["games"] * sims / m["seconds"]  # noqa: E731
   rows.append({
