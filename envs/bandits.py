@@ -140,7 +140,7 @@ def check_custom(means, stds, std_mode: str, budget: int = 1) -> list[tuple[str,
   The rules: the best arm must be unique in float32 (the dtype the means are
   computed in; with tied best means the probability of error is not
   defined), at least one std must be positive (an arm with std 0 is
-  deterministic; with every std 0 the Neyman shares ``sigma_k / sum sigma`` are
+  deterministic; with every std 0 in float32 the Neyman shares ``sigma_k / sum sigma`` are
   0/0 and one pull per arm identifies the best), and rewards must keep the
   float32 sums of ``budget`` squared rewards finite (rewards taken within
   ``REWARD_SDS`` standard deviations of their mean).
@@ -172,8 +172,10 @@ def check_custom(means, stds, std_mode: str, budget: int = 1) -> list[tuple[str,
     if len(best) > 1:
       out.append(("means", f"arms {best} tie for the best mean {float(m32.max())!r} (in float32, the dtype it is "
                            "computed in): the best arm, and so the error rate, is not defined; make one mean larger"))
-  if scale and not bad and all(s == 0 for s in scale):
-    out.append((key, "every std is 0: a noiseless bandit is identified by one pull per arm and its Neyman "
+  with np.errstate(over="ignore", under="ignore"):
+    all_zero = bool(scale) and not bad and bool(np.all(np.asarray(scale, np.float32) == 0))
+  if all_zero:
+    out.append((key, "every std is 0 in float32 (the dtype it is computed in): a noiseless bandit is identified by one pull per arm and its Neyman "
                      "shares sigma_k / sum(sigma) are 0/0; give at least one arm a positive std"))
   if not bad and (not stds or len(stds) == len(means)) and means:
     bound = max(abs(m) for m in means) + REWARD_SDS * max(scale)  # std_mode may permute the stds

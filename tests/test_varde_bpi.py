@@ -134,6 +134,10 @@ def test_user_bandit_is_validated_with_named_errors():
   assert "'budgets'" in _problems(c) and "warm_start" in _problems(c)
   c.budgets = ()
   assert "problem=custom needs explicit budgets" in _problems(c)
+  c.stds, c.budgets = (1e-50, 1e-50), (100,)  # positive, but 0 in float32
+  assert "'stds': every std is 0 in float32" in _problems(c)
+  c.stds, c.budgets = (1.0, 0.5), (100, 100)
+  assert "'budgets': duplicate entries [100]" in _problems(c)
   c = bai_config.get_config("smoke")
   c.means = (0.1, 0.2)
   assert "'means': only used with problem=custom" in _problems(c)
@@ -151,6 +155,11 @@ def test_user_mdp_file_errors_are_named_in_the_config(tmp_path):
   assert "below the warm start" in _problems(c)
   c.budgets = (64,)
   runner.validate(c)
+  c.start_state = 2
+  assert "'start_state': 2 is not a state of" in _problems(c)
+  c = bpi_config.get_config("smoke")  # the file is only read with envs=file
+  c.mdp_file = str(tmp_path / "m.npz")
+  assert "'mdp_file': only used with envs=file" in _problems(c)
 
 
 def test_user_problems_run_through_the_launcher(tmp_path):

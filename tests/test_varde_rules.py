@@ -212,6 +212,26 @@ def test_shadavar_pulls_unvisited_arms_first_and_bounds_variance_from_above():
   assert int(alg.select(state._replace(round_stats=rs), jax.random.key(0), jnp.asarray(0))) == 0
 
 
+@pytest.mark.parametrize("means", [[0.0, 0.1, 0.2, 5.0], [5.0, 0.2, 0.1, 0.0]])
+def test_shadavar_pulls_every_arm_in_a_round_too_short_for_two_pulls_each(means):
+  # K = 4, T = 12: two rounds of 6 pulls, too few for two pulls of each of 4 arms. Every arm
+  # gets its first pull before any gets a second, wherever the best arm sits (an unpulled arm
+  # would be dropped on an empty mean).
+  counts, rec = _run_deterministic(varde.shadavar(num_arms=4, budget=12), means, 12, stds=np.ones(4))
+  assert (counts >= 1).all(), counts
+  assert rec == int(np.argmax(means))
+
+
+@pytest.mark.parametrize("name, builder, needs", [
+    ("shadavar", varde.shadavar, 1600), ("sequential_halving", varde.sequential_halving, 1600),
+    ("successive_rejects", varde.successive_rejects, 201)])
+def test_a_budget_below_one_pull_per_arm_names_the_algorithm_and_the_smallest_budget(name, builder, needs):
+  # K = 200: 8 halving rounds, so a first round of one pull per arm needs T >= 200 * 8.
+  with pytest.raises(ValueError, match=rf"too small for {name} with 200 arms.*budget >= {needs}"):
+    builder(num_arms=200, budget=needs - 1)
+  builder(num_arms=200, budget=needs)
+
+
 def test_varde_select_hand_computed():
   alg = varde.varde(num_arms=3, budget=100, tau=0.1)
   # w = softmax([5, 3, 6]) = [0.2595, 0.0351, 0.7054]; scores w^2 var / (n (n+1)):

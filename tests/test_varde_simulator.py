@@ -113,3 +113,38 @@ def test_illegal_actions_are_never_searched_and_shared_params_broadcast():
                                     batched_params=False))(params, jnp.zeros(5, jnp.int32), jax.random.key(0))
     assert (np.asarray(out.tree.edge_n)[:, :, 1] == 0).all()
     np.testing.assert_array_equal(out.action, np.full(5, 2))
+
+
+def _chain_simulator(reward_shape=()):
+  """One state, two actions of rewards 0 and 1 (reward of shape ``reward_shape``)."""
+
+  def decision_fn(params, key, action, state):
+    del params, key
+    return tree_search.DecisionOutput(jnp.full(reward_shape, action, jnp.float32), jnp.float32(0.9)), state
+
+  return tree_search.Simulator(
+      decision_fn=decision_fn, chance_fn=lambda p, k, s: (jnp.int32(0), s),
+      value_fn=lambda p, k, s, left: jnp.float32(0.0), terminal_fn=lambda p, s: jnp.asarray(False),
+      legal_fn=None, num_actions=2, num_outcomes=1)
+
+
+def test_a_legacy_prng_key_runs_the_same_search_as_its_typed_key():
+  sim, policy = _chain_simulator(), rules.varde_policy()
+  run = functools.partial(tree_search.search, sim, None, jnp.zeros(3, jnp.int32), policy=policy,
+                          num_simulations=8, horizon=2, batched_params=False)
+  legacy, typed = run(jax.random.PRNGKey(4)), run(jax.random.wrap_key_data(jax.random.PRNGKey(4)))
+  chex.assert_trees_all_equal(legacy, typed)
+  np.testing.assert_array_equal(legacy.action, np.ones(3))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_simulations": 0}, "num_simulations=0"), ({"horizon": 0}, "horizon=0"),
+    ({"roots": jnp.int32(0)}, "leading batch axis"), ({"reward_shape": (1,)}, "scalar reward"),
+    ({"key": jnp.zeros(3, jnp.uint32)}, "key must be one"),
+])
+def test_a_malformed_search_call_is_refused_with_the_problem_named(kwargs, match):
+  kw = {"num_simulations": 4, "horizon": 2, "roots": jnp.zeros(2, jnp.int32), "reward_shape": (),
+        "key": jax.random.key(0), **kwargs}
+  with pytest.raises(ValueError, match=match):
+    tree_search.search(_chain_simulator(kw["reward_shape"]), None, kw["roots"], kw["key"], policy=rules.uct_policy(),
+                       num_simulations=kw["num_simulations"], horizon=kw["horizon"], batched_params=False)

@@ -63,7 +63,8 @@ class Run(hparams.Hyperparameters):
 
   problem: str = F("E1", "The paper's problem E1-E4, or custom (your own means and stds).",
                    choices=PROBLEMS + ("custom",))
-  budgets: tuple[int, ...] = F((), "Budgets T (pulls) to run; (): the problem's BUDGET_GRIDS for the preset.", low=1)
+  budgets: tuple[int, ...] = F((), "Budgets T (pulls) to run; (): the problem's BUDGET_GRIDS for the preset.", low=1,
+                              unique=True)
   means: tuple[float, ...] = F((), "problem=custom: the arm means.")
   stds: tuple[float, ...] = F((), "problem=custom: the arm stds (empty: the means, per std_mode).")
   num_seeds: int = F(20_000, "Seeds (runs) per budget, shared by every algorithm (common random numbers).", low=1)
@@ -127,7 +128,7 @@ def _feasibility(config: ml_collections.ConfigDict):
     try:
       names, _, _ = algorithm_suite(config, num_arms, budget)
     except ValueError as e:
-      yield "budgets", f"T={budget} with K={num_arms} arms: {e}"
+      yield "budgets", f"T={budget}: {e} (raise the budget, or leave it out of 'algorithms')"
       return
   if config.reference not in names:
     yield "reference", f"{config.reference!r} is not run; algorithms run: {names}"

@@ -50,6 +50,12 @@ class Run(hparams.Hyperparameters):
   mdp_file: str = F("", "envs=file: a .npz with P, reward_mean, reward_std, discount.")
   start_state: int = F(0, "envs=file: the start state s0.", low=0)
 
+  def checks(self):
+    if "file" not in self.envs:
+      for name, default in (("mdp_file", ""), ("start_state", 0)):
+        if getattr(self, name) != default:
+          yield name, f"only used with envs=file (envs={self.envs!r}); add 'file' to envs, or drop it"
+
 
 @dataclasses.dataclass(frozen=True)
 class EnvConfig(hparams.Hyperparameters):

@@ -41,19 +41,23 @@ class Schedule(NamedTuple):
 
 
 def build_schedule(
-    num_arms: int, budget: int, lengths: list[int], drops: list[int]
+    num_arms: int, budget: int, lengths: list[int], drops: list[int], *, name: str = "this algorithm",
+    min_budget: int | None = None,
 ) -> Schedule:
   """Compiles phases of the given ``lengths`` (pulls) and ``drops``.
 
   The unused remainder ``budget - sum(lengths)`` is added to the last phase.
-  Phases of length zero eliminate together with the preceding phase.
+  Phases of length zero eliminate together with the preceding phase. The
+  first phase must pull every arm at least once; ``name`` and ``min_budget``
+  (the smallest budget that does) only word the error.
   """
   lengths = list(lengths)
   lengths[-1] += budget - sum(lengths)
   if lengths[0] < num_arms:
+    needs = f"; it needs budget >= {min_budget}" if min_budget is not None else ""
     raise ValueError(
-        f"budget={budget} is too small for {num_arms} arms: the first phase has "
-        f"{lengths[0]} pulls"
+        f"budget={budget} is too small for {name} with {num_arms} arms: its first phase has "
+        f"{lengths[0]} pulls, fewer than one per arm{needs}"
     )
   phase, slot, drop, active = [], [], [], []
   n_active = num_arms
@@ -77,6 +81,16 @@ def successive_rejects_lengths(num_arms: int, budget: int) -> tuple[list[int], l
   ]
   lengths = [(n[k] - n[k - 1]) * (num_arms + 1 - k) for k in range(1, num_arms)]
   return lengths, [1] * (num_arms - 1)
+
+
+def successive_rejects_min_budget(num_arms: int) -> int:
+  """The smallest budget whose first Successive Rejects phase pulls every arm: ``K + 1``."""
+  return num_arms + 1
+
+
+def halving_min_budget(num_arms: int) -> int:
+  """The smallest budget whose first halving round pulls every arm once: ``K ceil(log2 K)``."""
+  return num_arms * len(halving_rounds(num_arms))
 
 
 def halving_rounds(num_arms: int) -> list[int]:
@@ -167,9 +181,13 @@ def _elimination_algorithm(
       var = state.known_var
       ratio = jnp.where(n_round > 0, var / jnp.maximum(n_round, 1), jnp.inf)
     else:
+      # The variance bound needs two samples of the round: arms with fewer go
+      # first, the unpulled before the once-pulled (ties to the lower index),
+      # so a round too short for two pulls each still pulls every arm once.
       s2 = core.sample_variance(state.round_stats)
       upper = (n_round - 1) * s2 / chi2_lower[n_round]
-      ratio = jnp.where(n_round >= 2, upper / jnp.maximum(n_round, 1), jnp.inf)
+      first = jnp.where(n_round == 0, jnp.inf, jnp.finfo(jnp.float32).max)
+      ratio = jnp.where(n_round >= 2, upper / jnp.maximum(n_round, 1), first)
     return jnp.argmax(jnp.where(state.active, ratio, -jnp.inf))
 
   def update(state, t, arm, reward):
@@ -197,7 +215,8 @@ def _elimination_algorithm(
 def successive_rejects(*, num_arms: int, budget: int, reuse_samples: bool = True) -> core.BAIAlgorithm:
   """Successive Rejects; its analysis uses all samples (``reuse_samples=True``)."""
   lengths, drops = successive_rejects_lengths(num_arms, budget)
-  schedule = build_schedule(num_arms, budget, lengths, drops)
+  schedule = build_schedule(num_arms, budget, lengths, drops, name="successive_rejects",
+                            min_budget=successive_rejects_min_budget(num_arms))
   return _elimination_algorithm(
       num_arms, schedule, within_phase="round_robin", reuse_samples=reuse_samples
   )
@@ -208,7 +227,8 @@ def sequential_halving(
 ) -> core.BAIAlgorithm:
   """Sequential Halving: equal pulls per active arm, keep the better half."""
   lengths, drops = sequential_halving_lengths(num_arms, budget, per_arm=True)
-  schedule = build_schedule(num_arms, budget, lengths, drops)
+  schedule = build_schedule(num_arms, budget, lengths, drops, name="sequential_halving",
+                            min_budget=halving_min_budget(num_arms))
   return _elimination_algorithm(
       num_arms, schedule, within_phase="round_robin", reuse_samples=reuse_samples
   )
@@ -217,7 +237,8 @@ def sequential_halving(
 def shvar(*, num_arms: int, budget: int, reuse_samples: bool = False) -> core.BAIAlgorithm:
   """SHVar: each round's budget allocated greedily by ``sigma_i^2 / n_i`` (known variances)."""
   lengths, drops = sequential_halving_lengths(num_arms, budget, per_arm=False)
-  schedule = build_schedule(num_arms, budget, lengths, drops)
+  schedule = build_schedule(num_arms, budget, lengths, drops, name="shvar",
+                            min_budget=halving_min_budget(num_arms))
   return _elimination_algorithm(
       num_arms, schedule, within_phase="known_var", reuse_samples=reuse_samples
   )
@@ -230,7 +251,8 @@ def shadavar(
   if not 0 < delta < 1:
     raise ValueError(f"delta={delta} must be in (0, 1)")
   lengths, drops = sequential_halving_lengths(num_arms, budget, per_arm=False)
-  schedule = build_schedule(num_arms, budget, lengths, drops)
+  schedule = build_schedule(num_arms, budget, lengths, drops, name="shadavar",
+                            min_budget=halving_min_budget(num_arms))
   return _elimination_algorithm(
       num_arms, schedule, within_phase="ada_var", reuse_samples=reuse_samples, delta=delta
   )

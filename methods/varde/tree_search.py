@@ -19,6 +19,13 @@ step and a chance step, as Stochastic MuZero does (Antonoglou et al., 2022):
 * ``terminal_fn(params, embedding) -> bool`` and ``legal_fn(params,
   embedding) -> [A] bool`` (``None``: every action is legal).
 
+Inside the compiled search these cannot be checked, so they are the
+simulator's contract: a state that is not terminal has at least one legal
+action (otherwise the policy picks among illegal ones: make such a state
+terminal), and ``outcome`` lies in ``[0, M)`` (an index past the end is
+clamped to ``M - 1``, so two outcomes would share a child). Shapes are
+checked when the search is traced: the reward and discount are scalars.
+
 ``params`` is whatever the functions need (a ``TabularMDP``, network
 weights, or ``None``); embeddings are any pytree of arrays. A simulator whose
 chance distribution can be enumerated may also give ``chance_logits_fn``
@@ -50,6 +57,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from methods.varde import tree_rules as rules
 
@@ -194,6 +202,7 @@ def _descend(sim, params, tree, policy, key, root_embedding, horizon):
     view = node_view(tree, node, sim.legal(params, emb), policy)
     a = policy.select(view, k_sel).astype(jnp.int32)
     out, after = sim.decision_fn(params, k_decision, a, emb)
+    _check_step(out)
     o, emb2 = sim.chance_fn(params, k_chance, after)
     o = jnp.asarray(o, jnp.int32)
     path = path.at[depth].set(jnp.stack([node, a, o]))
@@ -259,6 +268,32 @@ def _simulate(sim, params, policy, horizon, root_embedding, key, tree):
   return _backup(policy, tree, path, rewards, discounts, length, v_leaf, horizon)
 
 
+def _typed_key(key: jax.Array) -> jax.Array:
+  """``key`` as a typed key: a ``jax.random.key``, or a legacy ``PRNGKey`` (``uint32 [2]``) wrapped."""
+  if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+    chex.assert_shape(key, ())
+    return key
+  if jnp.shape(key) != (2,) or key.dtype != jnp.uint32:
+    raise ValueError(f"key must be one jax.random.key(seed) (or a legacy PRNGKey, uint32 [2]); got "
+                     f"{key.dtype} of shape {jnp.shape(key)}")
+  return jax.random.wrap_key_data(key)
+
+
+def _check_sizes(num_simulations: int, horizon: int) -> None:
+  """Static sizes of a search: at least one simulation, of depth at least 1."""
+  for name, value in (("num_simulations", num_simulations), ("horizon", horizon)):
+    if not isinstance(value, (int, np.integer)) or value < 1:
+      raise ValueError(f"{name}={value!r}: must be an int >= 1")
+
+
+def _check_step(out: DecisionOutput) -> None:
+  """A decision step returns scalars (shapes are static: checked when the search is traced)."""
+  for name in ("reward", "discount"):
+    if jnp.shape(getattr(out, name)) != ():
+      raise ValueError(f"decision_fn must return a scalar {name} (one root, unbatched); got shape "
+                       f"{jnp.shape(getattr(out, name))}")
+
+
 def search_one(
     sim: Simulator, params: Any, root_embedding: Any, key: jax.Array, *, policy: rules.TreePolicy,
     num_simulations: int, horizon: int, budget: jax.Array | None = None,
@@ -271,8 +306,9 @@ def search_one(
   Returns:
     ``(action [], q [A], visits [A], tree)``.
   """
+  _check_sizes(num_simulations, horizon)
   tree = init_tree(num_simulations + 1, sim.num_actions, sim.num_outcomes, root_embedding)
-  k_root, k_sims = jax.random.split(key)
+  k_root, k_sims = jax.random.split(_typed_key(key))
   root_term = jnp.asarray(sim.terminal_fn(params, root_embedding), bool)
   root_v = jnp.where(root_term, 0.0, sim.value_fn(params, k_root, root_embedding, jnp.int32(horizon)))
   tree = tree._replace(value=tree.value.at[0].set(root_v), leaf_sum=tree.leaf_sum.at[0].set(root_v),
@@ -310,10 +346,12 @@ def search(
   Returns:
     The recommended actions, root estimates and visit counts, and the trees.
   """
-  chex.assert_shape(key, ())
+  key = _typed_key(key)
+  _check_sizes(num_simulations, horizon)
   leaves = jax.tree.leaves(root_embedding)
-  if not leaves:
-    raise ValueError("root_embedding has no arrays; it needs a leading batch axis [B, ...]")
+  if not leaves or any(jnp.ndim(leaf) == 0 for leaf in leaves):
+    raise ValueError("root_embedding needs a leading batch axis [B, ...] on every array; got shapes "
+                     f"{[jnp.shape(leaf) for leaf in leaves]} (one root: add the axis with x[None])")
   batch = jnp.shape(leaves[0])[0]
   for leaf in leaves:
     chex.assert_axis_dimension(leaf, 0, batch)

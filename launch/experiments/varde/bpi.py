@@ -77,10 +77,12 @@ def _data_checks(config):
       yield "mdp_file", f"{config.mdp_file!r} does not exist"
       return
     try:
-      file_shape = mdp_files.load_npz(config.mdp_file, s0=config.start_state,
-                                      samples=max(config.budgets)).reward_mean.shape
+      file_shape = mdp_files.load_npz(config.mdp_file, samples=max(config.budgets)).reward_mean.shape
     except mdp_files.MDPFileError as e:
       yield "mdp_file", str(e)
+      return
+    if config.start_state >= file_shape[0]:
+      yield "start_state", f"{config.start_state} is not a state of {config.mdp_file!r} (states 0..{file_shape[0] - 1})"
       return
   else:
     file_shape = None
