@@ -125,3 +125,38 @@ def test_nan_reference_returns_are_refused_by_the_config(tmp_path, key):
   node[name] = float("nan")
   with pytest.raises(config_schema.ConfigError, match=key):
     runner.validate(config)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("terminals", np.nan, r"'terminals' holds nan at index 3 \(1 such rows\); a flag is 0 or 1"),
+    ("timeouts", 0.5, r"'timeouts' holds 0.5 at index 3"),
+])
+def test_episode_flags_other_than_0_and_1_are_named(tmp_path, key, value, words):
+  rows = _rows(40, 11, 3)
+  rows[key] = rows[key].astype(np.float64)
+  rows[key][3] = value
+  path = _write(tmp_path / "flags.h5", rows)
+  with pytest.raises(d4rl.D4RLFormatError, match=words):
+    reg_data.load(_config(tmp_path, path), "flags", str(tmp_path))
+
+
+def test_a_file_of_one_episode_names_the_reward_scale_keys(tmp_path):
+  rows = _rows(40, 11, 3)
+  rows["timeouts"][:] = False  # one episode: IQL's return spread is undefined
+  path = _write(tmp_path / "one.h5", rows)
+  with pytest.raises(d4rl.D4RLFormatError, match=r"one.h5: all 1 episodes .*--config.data.reward_scale=none"):
+    reg_data.load(_config(tmp_path, path), "one", str(tmp_path))
+  config = _config(tmp_path, path)
+  config.data.reward_scale = "none"
+  assert reg_data.load(config, "one", str(tmp_path)).reward_scale == 1.0
+
+
+def test_observations_too_large_to_normalise_are_refused(tmp_path):
+  rows = _rows(40, 11, 3)
+  rows["observations"][:, 4] *= np.float32(1e30)  # finite in float32, its squares are not
+  path = _write(tmp_path / "huge.h5", rows)
+  with pytest.raises(d4rl.D4RLFormatError, match=r"huge.h5: .*'observations' columns \[4\] overflows float32"):
+    reg_data.load(_config(tmp_path, path), "huge", str(tmp_path))
+  config = _config(tmp_path, path)
+  config.data.normalize_observations = False
+  assert np.isfinite(reg_data.load(config, "huge", str(tmp_path)).transitions["observations"]).all()

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -413,6 +414,13 @@ def test_reg_summary_says_raw_return_without_reference_returns(tmp_path):
   config.data.hdf5_random_return, config.data.hdf5_expert_return = -20.0, 3000.0
   res = reg_report.summarize(config, units, evals, tally, {"mine": reg_data.load(config, "mine", str(tmp_path))})
   assert reg_report.format_table(res).startswith("normalised score")
+  units = [("mine", "bc"), ("mine", "iql")]  # raw returns wider than the default column stay apart
+  tally = {"scores": np.asarray([[[123456789.5, 123456789.0]], [[-98765432.5, -98765431.0]]], np.float32),
+           "digest": np.zeros((2, 8), np.uint32)}
+  config.algorithms = ("bc", "iql")
+  res = reg_report.summarize(config, units, evals[-1:], tally, {"mine": data})
+  row = next(line for line in reg_report.format_table(res).splitlines() if line.startswith("mine"))
+  assert len(re.split(r"\s{2,}", row.strip())) == 3, row
 
 
 def reg_exp_evals(config):

@@ -128,7 +128,10 @@ def format_table(results: dict) -> str:
   algs, names = results["algorithms"], results["datasets"]
   offline = results.get("offline_datasets", [])
   w = max(len(n) for n in names + offline + ["average"] + list(reg_data.OFFLINE_METRICS)) + 2
-  cw = max(13, max(len(a) for a in algs) + 2)
+  cells = [_cell(results["scores"][d][a]) for d in names for a in algs]
+  cells += [_cell(results["average"][a]) for a in algs] if names else []
+  cells += [c for d in offline for _, row in _offline_rows(results, d) for c in row]
+  cw = max([13] + [len(c) + 2 for c in list(algs) + cells])
   head = "dataset".ljust(w) + "".join(a.rjust(cw) for a in algs)
   lines = []
   if names:
