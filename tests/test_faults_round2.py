@@ -270,6 +270,10 @@ def test_every_experiment_that_reads_a_user_file_declares_it(tmp_path):
   config = smc.get_config("smoke,task=csv")
   config.data.path = str(tmp_path / "counts.csv")
   assert smc.input_files(config) == [("data.path", str(tmp_path / "counts.csv"))]
+  fm = registry.get("flow_matching")
+  config = fm.get_config("smoke,dataset=npz")
+  config.data_file = str(tmp_path / "digits.npz")
+  assert fm.input_files(config) == [("data_file", str(tmp_path / "digits.npz"))]
 
 
 # ---------------------------------------------------------------- VarDE's bandits

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from matplotlib import pyplot as plt
 import numpy as np
 import pytest
 
@@ -18,6 +19,7 @@ from launch import config_schema
 from launch import errors
 from launch import runner
 from launch.configs import flow_matching as fm_config
+from launch.experiments.flow_matching import report as fm_report
 from launch.experiments.flow_matching import training as fm_training
 
 CLASSES, PER_CLASS, SIDE = 3, 40, 16
@@ -84,6 +86,9 @@ def _write_bad(tmp_path, case: str) -> str:
     arrays["labels"] = y - 1
   elif case == "gap":
     arrays["labels"] = np.where(y == 1, 2, y)
+  elif case == "huge_label":  # one id far past N: refused before counting 2**40 classes
+    arrays["labels"] = y.astype(np.int64)
+    arrays["labels"][5] = 2**40
   elif case == "one_class":
     arrays["labels"] = np.zeros_like(y)
   elif case == "few":
@@ -124,6 +129,7 @@ def _write_bad(tmp_path, case: str) -> str:
     ("label_length", r"array 'labels' must have shape \[N\] = \(120,\) like 'images'; got \(119,\)"),
     ("negative", r"array 'labels' has the negative class -1 at index 0"),
     ("gap", r"array 'labels': classes \[1\] of 0..2 have no image"),
+    ("huge_label", r"array 'labels' has the class 1099511627776 at index 5, but 120 images cannot number classes"),
     ("one_class", r"array 'labels' has one class"),
     ("few", r"array 'labels': classes \[2\] have fewer than 10 images \(\[5\]\)"),
     ("missing", r"missing arrays \['images'\]; found \['labels', 'pictures'\]"),
@@ -221,3 +227,23 @@ def test_a_user_file_of_unseen_shapes_runs_every_stage(tmp_path):
   assert np.isfinite(res["quality"]["large"]["fid"]["mean"])
   assert {r["labels"] for r in res["conditional"]} == {"random", "loss", "all"}
   assert all(0.0 <= r["accuracy"]["mean"] <= 1.0 for r in res["conditional"])
+
+
+def test_a_home_relative_path_is_expanded(tmp_path, monkeypatch):
+  x, y = _images(np.random.default_rng(2))
+  np.savez(tmp_path / "mine.npz", images=x, labels=y)
+  monkeypatch.setenv("HOME", str(tmp_path))
+  fx, fy = npz_images.load("~/mine.npz")
+  np.testing.assert_array_equal(fy, y)
+  assert fx.shape == x.shape
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5])
+def test_figures_show_images_of_any_channel_count(channels):
+  image = np.random.default_rng(0).uniform(size=(8, 8, channels)).astype(np.float32)
+  shown = fm_report.displayed(image)
+  assert shown.shape == ((8, 8, channels) if channels in (3, 4) else (8, 8))
+  fig, ax = plt.subplots()
+  ax.imshow(shown, cmap="gray_r", vmin=0, vmax=1)  # raised "Invalid shape" for 2 and 5 channels before
+  fig.canvas.draw()
+  plt.close(fig)

@@ -11,6 +11,8 @@ value, its index.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from datasets import npz_files
@@ -59,6 +61,10 @@ def check(images, labels, *, where: str = "", min_per_class: int = 1) -> tuple[n
   if (y < 0).any():
     i = int(np.argmax(y < 0))
     raise ImageFileError(f"{pre}array 'labels' has the negative class {int(y[i])} at index {i}")
+  if int(y.max()) >= len(y):  # classes 0..K-1 without gaps need K <= N; checked before counting K bins
+    i = int(np.argmax(y))
+    raise ImageFileError(f"{pre}array 'labels' has the class {int(y[i])} at index {i}, but {len(y)} images cannot "
+                         f"number classes 0..{int(y[i])} without gaps; number the classes 0..K-1")
   counts = np.bincount(y.astype(np.int64))
   missing = np.flatnonzero(counts == 0).tolist()
   if missing:
@@ -77,5 +83,6 @@ def check(images, labels, *, where: str = "", min_per_class: int = 1) -> tuple[n
 
 def load(path: str, *, min_per_class: int = 1) -> tuple[np.ndarray, np.ndarray]:
   """The checked ``(images [N, H, W, C] float32 in [0, 1], labels [N] int32)`` of the file at ``path``."""
+  path = os.path.expanduser(path)
   arrays = npz_files.read_arrays(path, ARRAYS, how=HOW, error=ImageFileError)
   return check(arrays["images"], arrays["labels"], where=path, min_per_class=min_per_class)

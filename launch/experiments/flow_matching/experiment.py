@@ -71,4 +71,5 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
 
 
 EXPERIMENT = Experiment(declaration=fm_config.SECTIONS, get_config=fm_config.get_config, run=run,
-                        summary=report.format_tables, markdown=report.markdown, headline=report.headline)
+                        summary=report.format_tables, markdown=report.markdown, headline=report.headline,
+                        inputs=lambda config: [("data_file", config.data_file)] if config.dataset == "npz" else [])

@@ -138,6 +138,11 @@ def headline(results: dict) -> str:
   return "\n".join(lines) + "\n\n" + c2f_note(r) + "\n"
 
 
+def displayed(image: np.ndarray) -> np.ndarray:
+  """What a figure shows of one ``[H, W, C]`` image: RGB(A) in colour, any other ``C`` (1, 2, 5, ...) its first channel."""
+  return image if image.shape[-1] in (3, 4) else image[..., 0]
+
+
 def make_figures(results, alone, c2f_test, data, hp, writer) -> None:
   """``sample_grid.png`` (the same test noises across models), ``t_split_curves.png``, ``data_reduction.png``."""
   # matplotlib is heavy; it is imported only when figures are written.
@@ -155,7 +160,7 @@ def make_figures(results, alone, c2f_test, data, hp, writer) -> None:
   for i, (label, imgs) in enumerate(rows):
     for j in range(cols):
       img = np.asarray(imgs[j])
-      axes[i, j].imshow(img[..., 0] if img.shape[-1] == 1 else img, cmap="gray_r", vmin=0, vmax=1)
+      axes[i, j].imshow(displayed(img), cmap="gray_r", vmin=0, vmax=1)
       axes[i, j].set_xticks([])
       axes[i, j].set_yticks([])
     axes[i, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=7)
