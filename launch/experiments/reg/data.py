@@ -44,6 +44,7 @@ from datasets.offline_rl import tfds_d4rl
 from envs import classic_control
 from envs import mujoco_tasks
 from launch.configs import reg as reg_config
+from launch.experiments.reg import file_checks
 from methods import reg
 
 CLASSIC = classic_control.TASKS
@@ -315,27 +316,6 @@ def ensure_generated(config, directory: str) -> None:
       rl_builder_module.prepare(task, kind, directory, manual)
 
 
-def _check_flags(rows: dict, source: str) -> None:
-  """``terminals`` and ``timeouts`` hold 0 and 1 only (a NaN or a 0.5 would be read as True)."""
-  for k in ("terminals", "timeouts"):
-    x = np.asarray(rows[k])
-    bad = np.flatnonzero(~((x == 0) | (x == 1)))
-    if len(bad):
-      raise d4rl.D4RLFormatError(f"{source}: '{k}' holds {x[bad[0]].item()!r} at index {int(bad[0])} "
-                                 f"({len(bad)} such rows); a flag is 0 or 1")
-
-
-def _user_reward_scale(rows: dict, source: str) -> float:
-  """IQL's trajectory-return scale of a user's file, or an error that says which key to set instead."""
-  try:
-    return d4rl.reward_scale(rows)
-  except d4rl.D4RLFormatError as e:
-    raise d4rl.D4RLFormatError(
-        f"{source}: {e} (IQL's scale 1000 / (max - min episode return) needs two episodes of different returns; "
-        "episodes end at 'terminals' or 'timeouts'): pass --config.data.reward_scale=none to train on the raw "
-        "rewards, or --config.data.hdf5_random_return / hdf5_expert_return with reward_scale=reference") from e
-
-
 def _finish(name: str, task: str, rows_q: dict, random_return: float, expert_return: float, scale: float,
             config, info: dict) -> OfflineData:
   t = dict(rows_q)
@@ -434,13 +414,13 @@ def _load_hdf5(config, name: str) -> OfflineData:
       raise
     raise d4rl.D4RLDimensionError(f"{e}; a file of other dimensions trains without an environment (not "
                                   f"evaluated) with --config.data.hdf5_task={NO_ENV}") from e
-  _check_flags(rows, path)
+  file_checks.check_flags(rows, path)
   q = d4rl.qlearning_dataset(rows, source=path, validated=True)
   if info.get("score") == "raw return" and config.data.reward_scale == "reference":
-    scale = _user_reward_scale(rows, path)
+    scale = file_checks.user_reward_scale(rows, path)
     logging.info("[reg data] %s: no reference returns given; rewards use IQL's trajectory-return scale", path)
   elif config.data.reward_scale == "traj_return":
-    scale = _user_reward_scale(rows, path)
+    scale = file_checks.user_reward_scale(rows, path)
   else:
     scale = _scale(config, rows, r0, r1)
   if task == NO_ENV:
