@@ -18,6 +18,21 @@ from absl import logging
 import jax
 
 
+def set_cpu_devices(cpu_devices: Optional[int]) -> None:
+  """Exposes ``cpu_devices`` CPU devices (``None`` or 0: JAX's default); a no-op when already set.
+
+  Raises:
+    RuntimeError: JAX's backends started, with another device count, before this call.
+  """
+  if not cpu_devices or jax.config.jax_num_cpu_devices == int(cpu_devices):
+    return
+  try:
+    jax.config.update("jax_num_cpu_devices", int(cpu_devices))
+  except RuntimeError as e:
+    raise RuntimeError(f"cannot expose {cpu_devices} CPU devices: JAX's backends started before the device "
+                       f"count was set (an import ran a JAX computation): {e}") from e
+
+
 def setup(
     *,
     coordinator_address: Optional[str] = None,
@@ -37,8 +52,7 @@ def setup(
       JAX's default.
     timeout_s: how long ``initialize`` waits for every process to join.
   """
-  if cpu_devices:
-    jax.config.update("jax_num_cpu_devices", int(cpu_devices))
+  set_cpu_devices(cpu_devices)
   coordinator_address = coordinator_address or os.environ.get("COORDINATOR_ADDRESS") or None
   if num_processes is None and "NUM_PROCESSES" in os.environ:
     num_processes = int(os.environ["NUM_PROCESSES"])

@@ -132,8 +132,20 @@ def config_from_args(args) -> ml_collections.ConfigDict:
   return flag_values.config
 
 
+def _apply_cpu_devices(argv) -> None:
+  """Sets ``--cpu_devices`` before the config file loads: a config's imports may start JAX's backends."""
+  early = flags.FlagValues()
+  flags.DEFINE_integer("cpu_devices", 0, "", flag_values=early)
+  try:
+    early([argv[0], *(a for a in argv[1:] if a.startswith("--cpu_devices"))])
+  except flags.Error:
+    return  # the full parse below reports the bad value
+  distributed.set_cpu_devices(early.cpu_devices)
+
+
 def parse_flags(argv):
   """Parses flags; a bad ``--config.*`` override exits with a one-line reason."""
+  _apply_cpu_devices(argv)
   try:
     return _parse(argv, flags.FLAGS)
   except FlagsError as e:

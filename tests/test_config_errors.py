@@ -65,3 +65,15 @@ def test_the_command_line_prints_one_line_exits_2_and_runs_nothing(tmp_path, rep
   assert len(errors_printed) == 1 and "'agent.discount': 1.5 is out of range" in errors_printed[0], out.stderr[-2000:]
   assert "Traceback" not in out.stderr
   assert not (workdir / "results.json").exists()
+
+
+def test_cpu_devices_is_applied_before_a_config_whose_imports_start_jax(tmp_path, repo_root, python_env):
+  """``--cpu_devices`` works with every config, even one whose imports run a JAX computation (blackjax's)."""
+  workdir = tmp_path / "run"
+  cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/model_smc_calibration.py:smoke",
+         "--cpu_devices=2", "--config.num_datasets=1", f"--workdir={workdir}"]
+  out = subprocess.run(cmd, env=python_env, cwd=repo_root, capture_output=True, text=True, timeout=300)
+  errors_printed = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+  assert out.returncode == 2, out.stderr[-2000:]
+  assert len(errors_printed) == 1 and "num_datasets" in errors_printed[0], out.stderr[-2000:]
+  assert "RuntimeError" not in out.stderr and "Traceback" not in out.stderr
