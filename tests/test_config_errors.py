@@ -6,14 +6,18 @@ checks the command line itself (exit code 2, one ``error:`` line, no
 traceback, no results).
 """
 
+import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from datasets.graphs import planetoid
 from launch import config_schema
 from launch import errors
 from launch import main as launcher
+from launch import registry
 from launch import runner
 
 
@@ -77,3 +81,36 @@ def test_cpu_devices_is_applied_before_a_config_whose_imports_start_jax(tmp_path
   assert out.returncode == 2, out.stderr[-2000:]
   assert len(errors_printed) == 1 and "num_datasets" in errors_printed[0], out.stderr[-2000:]
   assert "RuntimeError" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_bad_planetoid_dir_is_a_config_error_before_pretraining(tmp_path):
+  """``planetoid_dir`` is read by the config checks: a missing or corrupt graph stops the run before any compute."""
+  base = ["--config=launch/configs/graphpfn.py:smoke"]
+  line = _error_line([*base, f"--config.planetoid_dir={tmp_path / 'none'}"])
+  assert "'planetoid_dir'" in line and "is not a directory" in line, line
+  rng = np.random.default_rng(0)
+  planetoid.write(str(tmp_path / "g"), "cora", x=rng.random((10, 3)), y=np.arange(10) % 2, senders=np.arange(9),
+                  receivers=np.arange(1, 10), num_train=4, test_index=np.arange(6, 10))
+  os.remove(tmp_path / "g" / "ind.cora.graph")
+  line = _error_line([*base, f"--config.planetoid_dir={tmp_path / 'g'}"])
+  assert "'planetoid_dir'" in line and "ind.cora.graph: missing" in line, line
+  planetoid.write(str(tmp_path / "k"), "cora", x=rng.random((24, 3)), y=np.arange(24) % 12, senders=np.arange(23),
+                  receivers=np.arange(1, 24), num_train=12, test_index=np.arange(18, 24))
+  line = _error_line([*base, f"--config.planetoid_dir={tmp_path / 'k'}"])
+  assert "12 classes, more than model.num_classes=10" in line, line
+  n = 5000  # more nodes than the smoke preset's largest bucket, 4096
+  planetoid.write(str(tmp_path / "big"), "cora", x=rng.random((n, 3)), y=np.arange(n) % 2, senders=np.arange(n - 1),
+                  receivers=np.arange(1, n), num_train=10, test_index=np.arange(n - 10, n))
+  line = _error_line([*base, f"--config.planetoid_dir={tmp_path / 'big'}"])
+  assert "does not fit the buckets" in line and "4096" in line, line
+
+
+def test_the_planetoid_files_are_inputs_of_the_run():
+  """Each ``ind.<name>.*`` file of ``planetoid_dir`` is an input: the runner refuses a resume after one changed."""
+  config = launcher.config_from_args(["--config=launch/configs/graphpfn.py:smoke", "--config.planetoid_dir=~/g",
+                                      "--config.planetoid_name=citeseer"])
+  files = registry.get("graphpfn").input_files(config)
+  assert {key for key, _ in files} == {"planetoid_dir"}
+  assert sorted(os.path.basename(path) for _, path in files) == sorted(
+      f"ind.citeseer.{part}" for part in (*planetoid.PARTS, "test.index"))
+  assert all(path.startswith(os.path.expanduser("~/g")) for _, path in files)

@@ -5,6 +5,7 @@ import pickle
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from datasets.graphs import karate
 from datasets.graphs import planetoid
@@ -73,6 +74,32 @@ def test_planetoid_bad_files_are_named(tmp_path):
     planetoid.load(directory, "tiny")
   with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.other\.x.*missing"):
     planetoid.load(directory, "other")
+
+
+def test_planetoid_nan_features_are_named(tmp_path):
+  """A NaN feature is refused, naming file, row and column (standardising would have zeroed its column)."""
+  directory, x, *_ = _fixture(tmp_path)
+  allx = x[:20].copy()
+  allx[4, 2] = np.nan
+  _overwrite(directory, "allx", sp.csr_matrix(allx))
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.tiny\.allx.*1 NaN or infinite.*row 4, column 2"):
+    planetoid.load(directory, "tiny")
+
+
+def test_planetoid_write_keeps_unlabelled_nodes_unlabelled(tmp_path):
+  """Label -1 is written as an all-zero one-hot row and read back as -1 (not as the last class)."""
+  rng = np.random.default_rng(1)
+  n = 12
+  y = rng.integers(0, 3, n)
+  y[[2, 9]] = -1
+  s, r = np.arange(n - 1), np.arange(1, n)
+  directory = str(tmp_path / "g")
+  planetoid.write(directory, "tiny", x=rng.random((n, 4)), y=y, senders=s, receivers=r, num_train=4,
+                  test_index=np.arange(8, n))
+  np.testing.assert_array_equal(planetoid.load(directory, "tiny")["y"], y)
+  with pytest.raises(ValueError, match=r"label -2 \(node 5\)"):
+    planetoid.write(directory, "bad", x=np.zeros((n, 4)), y=np.where(np.arange(n) == 5, -2, 0), senders=s,
+                    receivers=r, num_train=4, test_index=np.arange(8, n))
 
 
 def test_prior_builder_writes_and_reads_back(tmp_path):

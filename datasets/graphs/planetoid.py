@@ -51,6 +51,16 @@ def _rows(directory, name, part, a) -> int:
   return a.shape[0]
 
 
+def _finite(directory: str, name: str, part: str, x: np.ndarray) -> np.ndarray:
+  """``x``, or :class:`PlanetoidFormatError` naming the first NaN or infinite entry (standardising would zero its column)."""
+  bad = np.argwhere(~np.isfinite(x))
+  if len(bad):
+    row, col = bad[0]
+    raise PlanetoidFormatError(f"{_path(directory, name, part)}: array {part!r} has {len(bad)} NaN or infinite "
+                               f"entries (first: row {row}, column {col}, value {x[row, col]})")
+  return x
+
+
 def load(directory: str, name: str) -> dict:
   """Reads ``ind.<name>.*`` from ``directory``.
 
@@ -94,11 +104,11 @@ def load(directory: str, name: str) -> dict:
   x = np.zeros((num_nodes, width["x"]), np.float32)
   y = np.full((num_nodes,), -1, np.int32)
   dense = lambda a: np.asarray(a.todense() if sp.issparse(a) else a, np.float32)  # noqa: E731
-  x[:n_all] = dense(arrays["allx"])
+  x[:n_all] = _finite(directory, name, "allx", dense(arrays["allx"]))
   ally = np.asarray(arrays["ally"])
   y[:n_all] = np.where(ally.sum(1) > 0, ally.argmax(1), -1)
   order = np.sort(test)
-  x[order] = dense(arrays["tx"])  # row i of tx is node sorted(test)[i]
+  x[order] = _finite(directory, name, "tx", dense(arrays["tx"]))  # row i of tx is node sorted(test)[i]
   ty = np.asarray(arrays["ty"])
   y[order] = np.where(ty.sum(1) > 0, ty.argmax(1), -1)
   graph = arrays["graph"]
@@ -126,12 +136,23 @@ def write(directory: str, name: str, *, x, y, senders, receivers, num_train: int
     num_train: nodes ``0..num_train-1`` are ``x``/``y`` (the labelled training set).
     test_index: test node ids (all ``>=`` the last non-test node); the other
       nodes go to ``allx``/``ally`` in id order.
+
+  A label of -1 is an unlabelled node: its one-hot row is all zeros, which
+  :func:`load` reads back as -1 (as CiteSeer's unlabelled test nodes).
+
+  Raises:
+    ValueError: a label below -1, or no labelled node.
   """
+  y = np.asarray(y)
+  if y.size and int(y.min()) < -1:
+    raise ValueError(f"y: label {int(y.min())} (node {int(np.argmin(y))}); labels are 0..K-1, or -1 for unlabelled")
+  if not (y >= 0).any():
+    raise ValueError("y: no labelled node (every label is -1)")
   os.makedirs(directory, exist_ok=True)
   test = np.asarray(test_index)
   rest = np.setdiff1d(np.arange(len(y)), test)
   k = int(np.max(y)) + 1
-  onehot = np.eye(k, dtype=np.float32)[np.asarray(y)]
+  onehot = np.eye(k + 1, dtype=np.float32)[np.where(y >= 0, y, k)][:, :k]  # -1 -> an all-zero row
   adj = {}
   for u, v in zip(senders, receivers):
     adj.setdefault(int(u), []).append(int(v))

@@ -141,7 +141,7 @@ def project_features(x: np.ndarray, num_features: int) -> np.ndarray:
 def planetoid_task(data: dict, *, num_features: int) -> dict:
   """A graph read by ``datasets.graphs.planetoid.load`` as a multiclass node task.
 
-  The public split: ``train_index`` nodes are the context, labelled
+  The public split: labelled ``train_index`` nodes are the context, labelled
   ``test_index`` nodes are evaluated; features are reduced to
   ``num_features`` by :func:`project_features`.
   """
@@ -149,6 +149,7 @@ def planetoid_task(data: dict, *, num_features: int) -> dict:
   y = np.asarray(data["y"])
   train = np.zeros(n, bool)
   train[np.asarray(data["train_index"])] = True
+  train &= y >= 0
   test = np.zeros(n, bool)
   test[np.asarray(data["test_index"])] = True
   return {"x": project_features(data["x"], num_features), "y": y, "train_mask": train,

@@ -35,7 +35,7 @@ from launch.configs import graphpfn as gcfg
 from launch.experiments.graphpfn import pretrain
 from methods.graphpfn import baselines as baselines_lib
 from methods.graphpfn import evaluation
-from methods.graphpfn.batching import GraphBatch, collate
+from methods.graphpfn.batching import BatchError, GraphBatch, collate
 from methods.graphpfn.tasks import REGRESSION
 
 MODEL = "graphpfn"
@@ -126,18 +126,41 @@ def karate(params, borders, hp: gcfg.Hparams, seed: int) -> dict | None:
                                                     "train_per_class": hp.run.karate_train_per_class}
 
 
-def planetoid_graph(params, borders, hp: gcfg.Hparams, seed: int) -> dict | None:
-  """The Planetoid graph in ``planetoid_dir`` (public split, one score per method), if a directory is given."""
-  directory = hp.run.planetoid_dir
+def planetoid_task(hp: gcfg.Hparams) -> dict | None:
+  """The Planetoid graph in ``planetoid_dir`` as a node task (public split), or ``None`` without a directory.
+
+  Raises:
+    ValueError: naming the file at fault (``planetoid.PlanetoidFormatError``),
+      or the graph's mismatch with the model (more classes than
+      ``model.num_classes``, no labelled context or evaluation node, more
+      nodes or edges than the largest bucket).
+  """
+  directory = os.path.expanduser(hp.run.planetoid_dir)
   if not directory:
     return None
   if not os.path.isdir(directory):
-    raise FileNotFoundError(f"planetoid_dir={directory!r} is not a directory")
-  data = planetoid.load(directory, hp.run.planetoid_name)
-  task = real_tasks.planetoid_task(data, num_features=hp.model.num_features)
+    raise planetoid.PlanetoidFormatError(f"{directory!r} is not a directory")
+  name = hp.run.planetoid_name
+  task = real_tasks.planetoid_task(planetoid.load(directory, name), num_features=hp.model.num_features)
   if task["num_classes"] > hp.model.num_classes:
-    raise ValueError(f"planetoid_name={hp.run.planetoid_name!r}: {task['num_classes']} classes, more than "
+    raise ValueError(f"{name} in {directory!r}: {task['num_classes']} classes, more than "
                      f"model.num_classes={hp.model.num_classes}")
+  for mask, what in (("train_mask", "training (context)"), ("eval_mask", "test")):
+    if not task[mask].any():
+      raise ValueError(f"{name} in {directory!r}: no labelled {what} node")
+  try:
+    collate([task], buckets=hp.buckets, num_features=hp.model.num_features, num_classes=hp.model.num_classes)
+  except BatchError as e:
+    raise ValueError(f"{name} in {directory!r} does not fit the buckets (buckets.node_buckets, "
+                     f"buckets.edge_buckets): {e}") from e
+  return task
+
+
+def planetoid_graph(params, borders, hp: gcfg.Hparams, seed: int) -> dict | None:
+  """The Planetoid graph in ``planetoid_dir`` (public split, one score per method), if a directory is given."""
+  task = planetoid_task(hp)
+  if task is None:
+    return None
   logging.info("[graphpfn] %s: %d nodes, %d edges, %d classes", hp.run.planetoid_name, task["num_nodes"],
                len(task["senders"]), task["num_classes"])
   return _real(params, borders, [task], hp, seed) | {"name": hp.run.planetoid_name, "num_nodes": task["num_nodes"]}

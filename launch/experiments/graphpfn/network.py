@@ -7,14 +7,20 @@ mesh, checkpoints that resume bit-identically, the learning curve), then
 scores the final network in context against the per-graph baselines
 (:mod:`launch.experiments.graphpfn.evaluate`) and writes the tables and
 ``curve.png`` (:mod:`launch.experiments.graphpfn.model_report`).
+
+A ``planetoid_dir`` is read and checked before pretraining (a bad file is a
+config error naming it), and its graph's ``ind.<name>.*`` files are inputs
+of the run: a resume after one changed is refused.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import ml_collections
 
+from datasets.graphs import planetoid
 from launch import mesh as mesh_lib
 from launch.configs import graphpfn as gcfg
 from launch.experiments.graphpfn import evaluate, pretrain
@@ -44,6 +50,24 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   return results
 
 
+def _planetoid_checks(config):
+  """The Planetoid graph of ``planetoid_dir`` reads and fits the model, before any pretraining."""
+  if not config.planetoid_dir:
+    return
+  try:
+    evaluate.planetoid_task(gcfg.hparams_of(config))
+  except ValueError as e:  # planetoid.PlanetoidFormatError included
+    yield "planetoid_dir", str(e)
+
+
+def _planetoid_files(config) -> list[tuple[str, str]]:
+  """The files of ``planetoid_name`` in ``planetoid_dir``: inputs of the run."""
+  if not config.planetoid_dir:
+    return []
+  return [("planetoid_dir", os.path.join(config.planetoid_dir, f"ind.{config.planetoid_name}.{part}"))
+          for part in (*planetoid.PARTS, "test.index")]
+
+
 EXPERIMENT = Experiment(
     declaration=gcfg.SECTIONS,
     get_config=gcfg.get_config,
@@ -51,4 +75,6 @@ EXPERIMENT = Experiment(
     summary=report.format_table,
     markdown=report.markdown_table,
     headline=report.headline_table,
+    checks=(_planetoid_checks,),
+    inputs=_planetoid_files,
 )
