@@ -82,6 +82,13 @@ def test_reading_missing_cells_gaps_and_overrides(tmp_path):
      "line 4 (t 1) is grid point 1,000,000,001"),
     (GOOD.replace("\n5.5,", "\n5e6,"), {}, "data.path", "line 13 (time 5e+06) is grid point 10,000,001, beyond "
      "the bound of 5,000 (data.max_grid_points"),
+    # Values past the bound the integrated states are clipped to: no structure could follow them.
+    (GOOD.replace("0.8776", "-2.5e4"), {}, "problem.state_bound",
+     "column 'position' reaches 2.5e+04, but every integrated state is clipped to +-10000"),
+    # A column named like the default library's parameter would leave every default body without one.
+    (GOOD.replace("position", "a"), {}, "library[0]",
+     "'a' (and 5 more bodies) has no parameter, every name in it is a state of ['a', 'velocity']: the state 'a'"),
+    (GOOD, {"library_extra": ("position",)}, "library[6]", "'position' has no parameter"),
 ])
 def test_bad_files_fail_before_any_fit_naming_the_problem(tmp_path, text, overrides, key, words):
   path = tmp_path / "data.csv"

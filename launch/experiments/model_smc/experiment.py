@@ -16,6 +16,8 @@ number of devices).
 
 from __future__ import annotations
 
+import math
+
 from absl import logging
 import ml_collections
 import numpy as np
@@ -60,6 +62,15 @@ def _csv_checks(config):
   for s in config.data.latent:
     if s in d.states or not s.isidentifier():
       yield "data.latent", f"{s!r} must be a new identifier (the observed states are {list(d.states)})"
+  with np.errstate(invalid="ignore"):
+    peak = np.nanmax(np.abs(d.y), axis=0)
+  over = [(s, float(v)) for s, v in zip(d.states, peak) if v >= config.problem.state_bound]
+  if over:
+    s, v = max(over, key=lambda sv: sv[1])
+    yield "problem.state_bound", (
+        f"{config.data.path}: column {s!r} reaches {v:.3g}, but every integrated state is clipped to "
+        f"+-{config.problem.state_bound:g}, so no structure can follow it; pass "
+        f"--config.problem.state_bound={10 ** math.ceil(math.log10(10 * v)):g} or rescale the column")
   if config.problem.noise == "lognormal":
     bad = np.argwhere(d.y + config.problem.noise_offset <= 0)
     if len(bad):
@@ -93,19 +104,30 @@ def _checks(config):
   if rows is not None and not 3 <= config.num_fit < rows:
     yield "num_fit", f"{config.num_fit} training rows; task {config.task!r} has {rows} rows (need 3 <= num_fit < {rows})"
   states = tasks.states_of(config)
-  seen = set()
+  seen, bare = set(), []
   for i, body in enumerate(tasks.library_of(config, states)):
     if not body.strip():
       yield f"library[{i}]", "an empty expression"
       continue
     try:
-      key = ex.canonical_text(ex.parse(body, states=states))
+      parsed = ex.parse(body, states=states)
+      key = ex.canonical_text(parsed)
     except ex.UnsafeExpression as e:
       yield f"library[{i}]", f"{body!r}: {e.reason} (states of task {config.task!r}: {list(states)})"
       continue
+    if not ex.params_of(parsed):
+      bare.append((i, body))
     if key in seen:
       yield f"library[{i}]", f"{body!r} repeats another body (canonical form {key!r})"
     seen.add(key)
+  if bare:
+    # A state named like the default library's parameter turns every default body into a fixed term.
+    clash = sorted(set(states) & set(ex.params_of(ex.parse(st.default_bodies(())[0], states=()))))
+    why = (f"the state {clash[0]!r} has the name of the default library's parameter: rename it" if clash else
+           "every body carries a positive parameter, e.g. 'a*...'")
+    i, body = bare[0]
+    more = f" (and {len(bare) - 1} more bodies)" if len(bare) > 1 else ""
+    yield f"library[{i}]", f"{body!r}{more} has no parameter, every name in it is a state of {list(states)}: {why}"
 
 
 # ----------------------------------------------------------------------------
