@@ -274,6 +274,11 @@ def test_every_experiment_that_reads_a_user_file_declares_it(tmp_path):
   config = fm.get_config("smoke,dataset=npz")
   config.data_file = str(tmp_path / "digits.npz")
   assert fm.input_files(config) == [("data_file", str(tmp_path / "digits.npz"))]
+  gp = registry.get("graphpfn")
+  config = gp.get_config("smoke")
+  config.planetoid_dir, config.planetoid_name = str(tmp_path), "citeseer"
+  assert gp.input_files(config) == [("planetoid_dir", str(tmp_path / f"ind.citeseer.{part}"))
+                                    for part in ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")]
 
 
 # ---------------------------------------------------------------- VarDE's bandits
