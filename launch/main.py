@@ -23,6 +23,7 @@ Flags:
                 (2 for a bad config). ``ICML26_VERBOSE=1`` does the same.
 """
 
+import ast
 import difflib
 import os
 import re
@@ -65,9 +66,9 @@ def _overrides(argv) -> list[str]:
 
 def _unknown_keys(argv) -> Optional[str]:
   """Names the overridden keys that the config does not have, with close matches; ``None`` if all exist."""
-  base = [a for a in argv if not a.startswith("--config.")]
+  base = [a for a in argv[1:] if a.startswith("--config=")]  # the launcher's other flags are not config_from_args's
   try:
-    config = config_from_args(base[1:])
+    config = config_from_args(base)
   except FlagsError:
     return None
   flat = config_schema.flatten(config)
@@ -77,10 +78,30 @@ def _unknown_keys(argv) -> Optional[str]:
       continue
     parent = key.rpartition(".")[0]
     siblings = sorted(k for k in flat if k.rpartition(".")[0] == parent)
-    close = difflib.get_close_matches(key, siblings, n=3)
+    close = difflib.get_close_matches(key, siblings, n=3) or difflib.get_close_matches(key, list(flat), n=3)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     problems.append(f"unknown key '{key}' of experiment {config.get('experiment', '?')!r}{hint}")
   return "; ".join(problems) or None
+
+
+def _quote_hint(argv, line: str) -> str:
+  """How to quote a tuple of strings, when ``line`` is about an override written ``(a,b)`` without quotes.
+
+  The shell takes ``--config.algorithms=(varde,uniform)`` (in quotes) as one string, which then
+  fails as a single element; the fix is to quote each string inside the tuple.
+  """
+  for arg in argv:
+    key, _, value = arg[len("--config."):].partition("=") if arg.startswith("--config.") else ("", "", "")
+    value = value.strip()
+    if not key or f"'{key}'" not in line or value[:1] not in ("(", "[") or value[-1:] not in (")", "]"):
+      continue
+    try:
+      ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      words = [w.strip().strip("'\"") for w in value[1:-1].split(",") if w.strip()]
+      quoted = "(" + ",".join(f'"{w}"' for w in words) + ("," if len(words) == 1 else "") + ")"
+      return f" (to pass a tuple of strings, quote each one: --config.{key}='{quoted}')"
+  return ""
 
 
 def _explain(argv, error: Exception) -> str:
@@ -180,7 +201,8 @@ def main(argv):
       logging.exception("%s", type(e).__name__)
     else:
       logging.flush()
-    print(f"error: {errors.one_line(e)}", file=sys.stderr)
+    line = errors.one_line(e)
+    print(f"error: {line}{_quote_hint(sys.argv, line)}", file=sys.stderr)
     raise SystemExit(errors.exit_code(e)) from None
 
 

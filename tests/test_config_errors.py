@@ -46,6 +46,7 @@ def _error_line(args) -> str:
     (("--config=launch/configs/reg.py:smoke", "--config.mesh.data=0"), "'mesh.data'"),
     (("--config=launch/configs/reg.py:smoke", "--config.mdp_file=x"), "unknown key 'mdp_file' of experiment 'reg'"),
     (("--config=launch/configs/reg.py:smoke", "--config.data.hdf5_fil=x"), "did you mean 'data.hdf5_file'"),
+    (("--config=launch/configs/reg.py:smoke", "--config.hdf5_file=x"), "did you mean 'data.hdf5_file'"),
     (("--config=launch/configs/reg.py:smoke", "--config.num_seeds=1.5"), "'num_seeds' = '1.5'"),
     (("--config=launch/configs/reg.py:smoke", "--config.seed=99999999999999999999"), "'seed': 99999999999999999999"),
     (("--config=launch/configs/reg.py:smoke", "--config.num_updates=9999999999"), "overflows int32"),
@@ -103,3 +104,25 @@ def test_a_bad_planetoid_dir_is_a_config_error_before_pretraining(tmp_path):
   line = _error_line([*base, f"--config.planetoid_dir={tmp_path / 'big'}"])
   assert "does not fit the buckets" in line and "4096" in line, line
 
+
+
+def test_the_command_line_names_an_unknown_key_with_its_closest_keys(tmp_path, repo_root, python_env):
+  """With the launcher's other flags on the line (``--workdir``), an unknown key still gets the closest keys."""
+  cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/reg.py:smoke", "--config.hdf5_file=x",
+         f"--workdir={tmp_path / 'run'}", "--cpu_devices=2"]
+  out = subprocess.run(cmd, env=python_env, cwd=repo_root, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 2, out.stderr[-2000:]
+  assert "error: bad --config override: unknown key 'hdf5_file' of experiment 'reg'; did you mean 'data.hdf5_file'" \
+      in out.stderr, out.stderr[-2000:]
+
+
+def test_an_unquoted_tuple_of_strings_gets_the_quoting_that_works():
+  line = "invalid config: 'algorithms': element 0: '(varde,uniform)' is not allowed"
+  argv = ["launch.main", "--config=launch/configs/varde_bai.py:smoke", "--config.algorithms=(varde,uniform)"]
+  assert launcher._quote_hint(argv, line) == (  # pylint: disable=protected-access
+      " (to pass a tuple of strings, quote each one: --config.algorithms='(\"varde\",\"uniform\")')")
+  one = ["launch.main", "--config.systems=(sir)"]
+  assert launcher._quote_hint(one, "'systems': ...").endswith("--config.systems='(\"sir\",)')")  # pylint: disable=protected-access
+  quoted = ["launch.main", '--config.algorithms=("varde","uniform")']
+  assert launcher._quote_hint(quoted, line) == ""  # pylint: disable=protected-access
+  assert launcher._quote_hint(argv, "invalid config: 'budgets': ...") == ""  # pylint: disable=protected-access
