@@ -14,10 +14,13 @@ import numpy as np
 import pytest
 
 from datasets.graphs import planetoid
+from datasets.graphs import prior_builder
 from launch import config_schema
 from launch import errors
 from launch import main as launcher
+from launch import metrics
 from launch import runner
+from launch.experiments.graphpfn import prior
 
 
 def _error_line(args) -> str:
@@ -126,3 +129,23 @@ def test_an_unquoted_tuple_of_strings_gets_the_quoting_that_works():
   quoted = ["launch.main", '--config.algorithms=("varde","uniform")']
   assert launcher._quote_hint(quoted, line) == ""  # pylint: disable=protected-access
   assert launcher._quote_hint(argv, "invalid config: 'budgets': ...") == ""  # pylint: disable=protected-access
+
+
+def test_a_data_dir_prepared_with_other_settings_is_refused_before_compute(tmp_path):
+  """graphpfn_prior reuses a prepared ``data_dir`` only if it holds this config's samples (seed, count, prior)."""
+  n = 5
+  example = {"senders": np.arange(n - 1), "receivers": np.arange(1, n), "x": np.zeros((n, 2)), "y": np.zeros(n),
+             "train_mask": np.arange(n) < 2, "task": 1, "num_classes": 2}
+  data = tmp_path / "data"
+  prior_builder.stage(str(data / "staged"), 0, [(0, example)])
+  prior_builder.prepare(str(data), str(data / "staged"))
+  base = ["--config=launch/configs/graphpfn_prior.py:smoke", f"--config.data_dir={data}"]
+  line = _error_line(base)
+  assert f"'data_dir': '{data}' holds prepared graphpfn_prior examples but no readable" in line, line
+  config = launcher.config_from_args(base)
+  metrics.write_json_atomic(str(data / prior.SETTINGS_FILE), prior.tfds_settings(config))
+  runner.validate(config)  # the same settings: reused
+  line = _error_line([*base, "--config.seed=7"])
+  assert "prepared with another seed (0, not 7)" in line, line
+  line = _error_line([*base, "--config.structure.groups_max=3"])
+  assert "prepared with another prior_digest" in line, line

@@ -16,13 +16,16 @@ probe (test accuracy / R^2 of ridge with and without neighbour-averaged
 features, classification and regression, at
 ``graph_conv_ratio`` 0 and ``probe_high_ratio``) on ``probe_graphs``
 samples; the first ``tfds_examples`` samples written through the TFDS
-builder ``graphpfn_prior`` and read back; histograms and drawings of
+builder ``graphpfn_prior`` to ``data_dir`` and read back (a data dir that
+holds examples of another seed, count or prior is refused before any
+compute); histograms and drawings of
 sampled graphs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import time
@@ -34,6 +37,7 @@ import ml_collections
 import numpy as np
 
 from datasets.graphs import prior_builder
+from launch import errors
 from launch import mesh as mesh_lib
 from launch import metrics
 from launch.configs import graphpfn_prior as prior_config
@@ -129,12 +133,57 @@ def sample_batches(config, ctx: Context, structure_hp, attribute_hp):
   return tallies, sample_time
 
 
+SETTINGS_FILE = "graphpfn_prior_settings.json"
+
+
+def tfds_settings(config) -> dict:
+  """What the examples written to a data dir depend on: the prior's hyperparameters, the seed and the count."""
+  structure_hp, attribute_hp = prior_config.hparams_of(config)
+  prior = hashlib.sha256(repr((structure_hp, attribute_hp)).encode()).hexdigest()[:16]
+  return {"seed": int(config.seed), "tfds_examples": int(config.tfds_examples), "prior_digest": prior}
+
+
+def tfds_mismatch(data_dir: str, settings: dict) -> str | None:
+  """Why the examples prepared in ``data_dir`` are not those of ``settings``; ``None`` if they are or none are."""
+  if not prior_builder.builder(data_dir).is_prepared():
+    return None
+  path = os.path.join(data_dir, SETTINGS_FILE)
+  try:
+    with open(path) as f:
+      made = json.load(f)
+  except (OSError, ValueError) as e:
+    return (f"{data_dir!r} holds prepared graphpfn_prior examples but no readable {SETTINGS_FILE} "
+            f"({type(e).__name__}), so what they were sampled with is unknown: choose another data_dir")
+  differ = [k for k in settings if made.get(k) != settings[k]]
+  if differ:
+    return (f"{data_dir!r} holds graphpfn_prior examples prepared with another " + ", ".join(
+        f"{k} ({made.get(k)!r}, not {settings[k]!r})" for k in differ) + ": choose another data_dir")
+  return None
+
+
+def _data_dir_checks(config):
+  """A ``data_dir`` that already holds examples holds this config's (checked before any compute)."""
+  if config.tfds_examples and config.data_dir:
+    why = tfds_mismatch(os.path.expanduser(config.data_dir), tfds_settings(config))
+    if why:
+      yield "data_dir", why
+
+
 def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
-  """Writes the first ``tfds_examples`` samples through the TFDS builder and reads them back."""
+  """Writes the first ``tfds_examples`` samples through the TFDS builder and reads them back.
+
+  A data dir that is already prepared is reused only if its ``SETTINGS_FILE``
+  names this config's prior, seed and count (written before the build, so
+  a build killed half-way is redone, never half-trusted).
+  """
   if config.tfds_examples == 0:
     return {}
-  data_dir = config.data_dir or os.path.join(ctx.workdir, "data")
+  data_dir = os.path.expanduser(config.data_dir) if config.data_dir else os.path.join(ctx.workdir, "data")
   manual = os.path.join(data_dir, "staged")
+  settings = tfds_settings(config)
+  why = tfds_mismatch(data_dir, settings)
+  if why:
+    raise errors.DataError(f"'data_dir': {why}")
   fn = _sampler(structure_hp, attribute_hp, ctx.mesh)
   base = jax.random.key(config.seed)
   if not prior_builder.builder(data_dir).is_prepared():
@@ -146,6 +195,7 @@ def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
         s = stats_lib.host_sample(batch, i)
         examples.append((start + i, s))
       prior_builder.stage(manual, shard, examples)
+    metrics.write_json_atomic(os.path.join(data_dir, SETTINGS_FILE), settings)
     prior_builder.prepare(data_dir, manual)
   source = prior_builder.data_source(data_dir)
   first = source[0]
@@ -187,4 +237,5 @@ EXPERIMENT = Experiment(
     summary=report.format_table,
     markdown=report.markdown_table,
     headline=report.headline_table,
+    checks=(_data_dir_checks,),
 )
