@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 from typing import Optional
 
 from absl import logging
 import jax
 from jax.experimental import multihost_utils
+import jaxlib
 import ml_collections
 
 from launch import checkpoint as ckpt_lib
@@ -114,6 +116,25 @@ def _check_same_run(config: ml_collections.ConfigDict, workdir: str) -> None:
         [f"{workdir} holds a run with a different config (keys {differ}); "
          "use a new --workdir to start another run (nothing was changed)"]
     )
+
+
+def _host_cores() -> int:
+  """The cores this process may run on (its affinity where the OS has one)."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def machine() -> dict:
+  """What a compiled program depends on beyond the code: JAX's versions, the devices and the host's cores.
+
+  Recorded in ``provenance.json``. XLA's CPU backend spreads work over as
+  many threads as the host has cores, so a run reproduces bit for bit on the
+  same device and core counts, and elsewhere within its sampling error
+  (``docs/model_smc.md``, "Reproducibility across machines").
+  """
+  return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
+          "devices": jax.device_count(), "processes": jax.process_count(),
+          "device_kind": jax.devices()[0].device_kind, "host_cores": _host_cores(),
+          "host_machine": platform.machine(), "python": platform.python_version()}
 
 
 def input_digests(experiment: Experiment, config: ml_collections.ConfigDict) -> dict[str, str]:
@@ -230,7 +251,8 @@ def run(config: ml_collections.ConfigDict, workdir: str, *, log_summary: bool = 
   writer.write_results(results)
   if primary:
     metrics.write_json_atomic(writer.path("provenance.json"),
-                              {**provenance.state(), "config_hash": config_hash(config), "inputs": inputs})
+                              {**provenance.state(), "config_hash": config_hash(config), "inputs": inputs,
+                               "machine": machine()})
   if log_summary and primary:
     logging.info("results of %s:\n%s", config.experiment, experiment.summary(results))
   return results

@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import h5py
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -245,7 +246,9 @@ def test_data_changed_after_a_kill_is_refused_and_a_restart_keeps_the_old_run(tm
   fresh = runner.run(_bpi(path), str(tmp_path / "fresh"))  # nothing of the old data mixed in
   assert new["regret"] == fresh["regret"]
   with open(os.path.join(workdir, "provenance.json")) as f:
-    assert json.load(f)["inputs"] == {path: ckpt_lib.file_digest(path)}
+    made = json.load(f)
+  assert made["inputs"] == {path: ckpt_lib.file_digest(path)}
+  assert made["machine"]["devices"] == jax.device_count() and made["machine"]["host_cores"] >= 1
 
   _npz(path)  # the old file back: the checkpoints are the new run's now, so this is a change too
   with pytest.raises(ckpt_lib.InputsChangedError):

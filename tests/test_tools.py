@@ -11,6 +11,7 @@ import chex
 import jax
 import numpy as np
 import pytest
+from scipy import stats
 
 from envs import bandits
 from launch import demo
@@ -127,13 +128,25 @@ def test_reward_draws_row_draws_what_each_kernel_draws():
   n = mesh_lib.padded_size(4, mesh)
   keys = jax.random.split(jax.random.key(7), n)
   arms = bandits.Arms(means=means.astype(np.float32), stds=means.astype(np.float32), df=math.inf)
-  common = np.asarray(varde_arrays.make_draws(means, budget, mesh, common=True)(keys))
-  plain = np.asarray(varde_arrays.make_draws(means, budget, mesh, common=False)(keys))
+  common = np.asarray(varde_arrays.make_draws(means, budget, mesh, kind="common")(keys))
+  plain = np.asarray(varde_arrays.make_draws(means, budget, mesh, kind="fused")(keys))
   for i in range(n):
     want = sum(float(bandits.pull(arms, keys[i], t % k, t // k)) for t in range(budget))
     np.testing.assert_allclose(common[i], want, rtol=1e-5, atol=1e-5)
     want = sum(float(jax.random.normal(jax.random.fold_in(keys[i], t))) for t in range(budget))
     np.testing.assert_allclose(plain[i], want, rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match="kind='philox'"):
+    varde_arrays.make_draws(means, budget, mesh, kind="philox")
+
+
+def test_the_hash_floor_draws_standard_normals():
+  """The hash floor's rewards are standard normals, independent over pulls and seeds (KS on sums and single draws)."""
+  mesh = mesh_lib.make_mesh()
+  n = mesh_lib.padded_size(4096, mesh)
+  keys = jax.random.split(jax.random.key(3), n)
+  for budget in (1, 64):
+    sums = np.asarray(varde_arrays.make_draws(np.zeros(10), budget, mesh, kind="hash")(keys)) / math.sqrt(budget)
+    assert stats.kstest(sums, "norm").pvalue > 1e-3, budget
 
 
 def test_timed_repeats_short_calls_until_min_seconds():

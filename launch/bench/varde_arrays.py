@@ -32,6 +32,27 @@ def _normals(keys: jax.Array, t: jax.Array) -> jax.Array:
   return jax.vmap(lambda key: jax.random.normal(jax.random.fold_in(key, t)))(keys)
 
 
+def _mix32(h: jax.Array) -> jax.Array:
+  """murmur3's 32-bit finaliser: a bijection of ``uint32`` that spreads every input bit over the output."""
+  h = h ^ (h >> 16)
+  h = h * jnp.uint32(0x85EBCA6B)
+  h = h ^ (h >> 13)
+  h = h * jnp.uint32(0xC2B2AE35)
+  return h ^ (h >> 16)
+
+
+def _hash_normals(words: jax.Array, t: jax.Array) -> jax.Array:
+  """One standard normal per seed for pull ``t``: a 32-bit integer hash of (the seed's word, ``t``), inverted by ``ndtri``.
+
+  Not a generator of the project: the floor a cheaper counter-based
+  generator than threefry would leave under the kernels (24 random bits per
+  normal, its tails cut at about 5.3 standard deviations).
+  """
+  h = _mix32(words ^ _mix32(t.astype(jnp.uint32) * jnp.uint32(0x9E3779B9) + jnp.uint32(1)))
+  u = ((h >> 8).astype(jnp.float32) + 0.5) * (1.0 / (1 << 24))
+  return jax.scipy.special.ndtri(u)
+
+
 def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, warm_start: int = 2,
                var_floor: float = 0.01) -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
   """Jitted ``(stds [N, K], warm [N, K * warm_start], keys [N]) -> recommended arms [N]``.
@@ -83,23 +104,33 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
   return jax.jit(sweep, in_shardings=(sharding, sharding, sharding), out_shardings=sharding)
 
 
-def make_draws(means: np.ndarray, budget: int, mesh: Mesh, *, common: bool) -> Callable[[jax.Array], jax.Array]:
+DRAWS = ("fused", "common", "hash")
+
+
+def make_draws(means: np.ndarray, budget: int, mesh: Mesh, *, kind: str) -> Callable[[jax.Array], jax.Array]:
   """Jitted ``keys [N] -> [N]``: only the rewards of ``budget`` pulls per seed, summed.
 
   The floor under either VarDE kernel: the same scan over pulls and the same
   sharding, with every step reduced to drawing one reward per seed.
-  ``common=False`` draws as :func:`make_sweep` does (one ``fold_in`` and one
-  normal per pull); ``common=True`` calls the project's reward function,
+  ``kind="fused"`` draws as :func:`make_sweep` does (one ``fold_in`` and one
+  normal per pull); ``"common"`` calls the project's reward function,
   ``envs.bandits.pull`` (common random numbers: the noise hashed from the
-  run's key, the arm and the pull index), as the project's sweep does.
+  run's key, the arm and the pull index), as the project's sweep does;
+  ``"hash"`` draws with :func:`_hash_normals` from one 32-bit word of each key.
   """
+  if kind not in DRAWS:
+    raise ValueError(f"kind={kind!r}: one of {DRAWS}")
   k = len(means)
   arms = bandits.Arms(means=jnp.asarray(means, jnp.float32), stds=jnp.asarray(means, jnp.float32), df=math.inf)
 
   def draws(keys):
+    words = jax.random.key_data(keys)[:, -1]
+
     def step(total, t):
-      if common:
+      if kind == "common":
         reward = jax.vmap(lambda key: bandits.pull(arms, key, t % k, t // k))(keys)
+      elif kind == "hash":
+        reward = _hash_normals(words, t)
       else:
         reward = _normals(keys, t)
       return total + reward, None

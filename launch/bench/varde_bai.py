@@ -17,8 +17,10 @@ Rows:
    one ``lax.scan``, sharded the same way): whether the sweep's speed against
    NumPy is set by its per-seed, ``vmap``-ed design or by XLA on the machine.
    Its notes give the floor under both kernels: the same scan doing nothing
-   but draw the rewards, with the hand-fused kernel's draws and with the
-   sweep's common random numbers, against the NumPy peer.
+   but draw the rewards, with the hand-fused kernel's draws, with the
+   sweep's common random numbers, and with a 32-bit integer hash inverted by
+   ``ndtri`` (what a cheaper counter-based generator than threefry would
+   leave), against the NumPy peer.
 
 The JAX side uses every CPU core as a device (the seed axis is sharded over
 them); its compile time is reported separately and excluded from the rate.
@@ -68,7 +70,7 @@ def run(quick: bool) -> list[dict]:
   arrays_in = varde_arrays.inputs(np.random.default_rng(1), means, mesh_lib.padded_size(num_seeds, mesh), mesh)
   peers = [(functools.partial(varde_numpy.error_rate_vectorised, tau=0.1), (means, budget, num_seeds)),
            (varde_arrays.make_sweep(means, budget, mesh, tau=0.1), arrays_in)]
-  peers += [(varde_arrays.make_draws(means, budget, mesh, common=common), arrays_in[2:]) for common in (False, True)]
+  peers += [(varde_arrays.make_draws(means, budget, mesh, kind=kind), arrays_in[2:]) for kind in varde_arrays.DRAWS]
 
   for algorithms, label in ((("varde",), "VarDE only"), (varde_config.ALGORITHMS, "all algorithms")):
     config = varde_config.get_config("cpu")
@@ -98,7 +100,7 @@ def run(quick: bool) -> list[dict]:
       vec, arrays, *draws = others
       vec_rate, arrays_rate = num_seeds / vec.warm, arrays_in[0].shape[0] / arrays.warm
       arrays_error = float(np.mean(np.asarray(arrays.output) != int(np.argmax(means))))
-      draws_rate = {common: arrays_in[0].shape[0] / d.warm for common, d in zip((False, True), draws)}
+      draws_rate = {kind: arrays_in[0].shape[0] / d.warm for kind, d in zip(varde_arrays.DRAWS, draws)}
       vectorised = {
           "benchmark": f"E1 T={budget}, VarDE only ({num_seeds:,} runs), against NumPy vectorised over seeds",
           "ours": runs_per_s,
@@ -123,8 +125,10 @@ def run(quick: bool) -> list[dict]:
               f"{mesh_lib.describe_devices()}; both compiles excluded ({ours.compile_seconds:.1f}s ours, "
               f"{arrays.compile_seconds:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
               f"the NumPy vectorised peer; the reward draws alone (the same scan, nothing else) run at "
-              f"{draws_rate[False] / vec_rate:.1f}x the NumPy peer with one hash per pull (hand-fused) and "
-              f"{draws_rate[True] / vec_rate:.1f}x with the sweep's common random numbers; VarDE error "
+              f"{draws_rate['fused'] / vec_rate:.1f}x the NumPy peer with one hash per pull (hand-fused), "
+              f"{draws_rate['common'] / vec_rate:.1f}x with the sweep's common random numbers and "
+              f"{draws_rate['hash'] / vec_rate:.1f}x with a 32-bit integer hash and ndtri (no generator of the "
+              f"project: the floor a cheaper one would leave); VarDE error "
               f"{100 * errors[ref]:.2f}% (ours) vs "
               f"{100 * arrays_error:.2f}% (hand-fused), {num_seeds:,} seeds each"
           ),
