@@ -157,8 +157,14 @@ def _apply_cpu_devices(argv) -> None:
   """Sets ``--cpu_devices`` before the config file loads: a config's imports may start JAX's backends."""
   early = flags.FlagValues()
   flags.DEFINE_integer("cpu_devices", 0, "", flag_values=early)
+  picked = [argv[0]]
+  for i, arg in enumerate(argv[1:], start=1):
+    if arg.startswith("--cpu_devices="):
+      picked.append(arg)
+    elif arg == "--cpu_devices":  # its value is the next argument
+      picked += argv[i:i + 2]
   try:
-    early([argv[0], *(a for a in argv[1:] if a.startswith("--cpu_devices"))])
+    early(picked)
   except flags.Error:
     return  # the full parse below reports the bad value
   distributed.set_cpu_devices(early.cpu_devices)

@@ -78,7 +78,7 @@ def test_cpu_devices_is_applied_before_a_config_whose_imports_start_jax(tmp_path
   """``--cpu_devices`` works with every config, even one whose imports run a JAX computation (blackjax's)."""
   workdir = tmp_path / "run"
   cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/model_smc_calibration.py:smoke",
-         "--cpu_devices=2", "--config.num_datasets=1", f"--workdir={workdir}"]
+         "--cpu_devices", "2", "--config.num_datasets=1", f"--workdir={workdir}"]
   out = subprocess.run(cmd, env=python_env, cwd=repo_root, capture_output=True, text=True, timeout=300)
   errors_printed = [line for line in out.stderr.splitlines() if line.startswith("error:")]
   assert out.returncode == 2, out.stderr[-2000:]
