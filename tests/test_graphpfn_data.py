@@ -74,6 +74,11 @@ def test_planetoid_bad_files_are_named(tmp_path):
     planetoid.load(directory, "tiny")
   with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.other\.x.*missing"):
     planetoid.load(directory, "other")
+  directory, *_ = _fixture(tmp_path / "e")
+  os.remove(os.path.join(directory, "ind.tiny.test.index"))
+  os.mkdir(os.path.join(directory, "ind.tiny.test.index"))  # a directory where the file should be
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"test\.index: cannot read array 'test.index'"):
+    planetoid.load(directory, "tiny")
 
 
 def test_planetoid_nan_features_are_named(tmp_path):

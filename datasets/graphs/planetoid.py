@@ -80,6 +80,8 @@ def load(directory: str, name: str) -> dict:
       test = np.array([int(line) for line in f if line.strip()], np.int64)
   except FileNotFoundError as e:
     raise PlanetoidFormatError(f"{idx_path}: missing (array 'test.index')") from e
+  except OSError as e:  # a directory, no permission, ...
+    raise PlanetoidFormatError(f"{idx_path}: cannot read array 'test.index' ({e.strerror or e})") from e
   except ValueError as e:
     raise PlanetoidFormatError(f"{idx_path}: array 'test.index' has a line that is not an integer ({e})") from e
   rows = {p: _rows(directory, name, p, arrays[p]) for p in PARTS if p != "graph"}

@@ -56,7 +56,7 @@ def _planetoid_checks(config):
     return
   try:
     evaluate.planetoid_task(gcfg.hparams_of(config))
-  except ValueError as e:  # planetoid.PlanetoidFormatError included
+  except (OSError, ValueError) as e:  # planetoid.PlanetoidFormatError included; OSError: an unreadable file
     yield "planetoid_dir", str(e)
 
 
