@@ -34,6 +34,11 @@ def _path(directory: str, name: str, part: str) -> str:
   return os.path.join(directory, f"ind.{name}.{part}")
 
 
+def paths(directory: str, name: str) -> list[str]:
+  """The files that :func:`load` reads: ``ind.<name>.<part>`` for each of ``PARTS``, then ``test.index``."""
+  return [_path(directory, name, part) for part in (*PARTS, "test.index")]
+
+
 def _read(directory: str, name: str, part: str):
   path = _path(directory, name, part)
   if not os.path.exists(path):

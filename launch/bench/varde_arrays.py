@@ -124,7 +124,7 @@ def make_draws(means: np.ndarray, budget: int, mesh: Mesh, *, kind: str) -> Call
   arms = bandits.Arms(means=jnp.asarray(means, jnp.float32), stds=jnp.asarray(means, jnp.float32), df=math.inf)
 
   def draws(keys):
-    words = jax.random.key_data(keys)[:, -1]
+    words = jax.random.key_data(keys)[:, -1] if kind == "hash" else None
 
     def step(total, t):
       if kind == "common":

@@ -15,7 +15,6 @@ of the run: a resume after one changed is refused.
 
 from __future__ import annotations
 
-import os
 import time
 
 import ml_collections
@@ -56,7 +55,7 @@ def _planetoid_checks(config):
     return
   try:
     evaluate.planetoid_task(gcfg.hparams_of(config))
-  except (OSError, ValueError) as e:  # planetoid.PlanetoidFormatError included; OSError: an unreadable file
+  except ValueError as e:  # planetoid.PlanetoidFormatError included (an unreadable file is one)
     yield "planetoid_dir", str(e)
 
 
@@ -64,8 +63,7 @@ def _planetoid_files(config) -> list[tuple[str, str]]:
   """The files of ``planetoid_name`` in ``planetoid_dir``: inputs of the run."""
   if not config.planetoid_dir:
     return []
-  return [("planetoid_dir", os.path.join(config.planetoid_dir, f"ind.{config.planetoid_name}.{part}"))
-          for part in (*planetoid.PARTS, "test.index")]
+  return [("planetoid_dir", path) for path in planetoid.paths(config.planetoid_dir, config.planetoid_name)]
 
 
 EXPERIMENT = Experiment(

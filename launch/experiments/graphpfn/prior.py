@@ -136,16 +136,25 @@ def sample_batches(config, ctx: Context, structure_hp, attribute_hp):
 SETTINGS_FILE = "graphpfn_prior_settings.json"
 
 
-def tfds_settings(config) -> dict:
-  """What the examples written to a data dir depend on: the prior's hyperparameters, the seed and the count."""
-  structure_hp, attribute_hp = prior_config.hparams_of(config)
+def tfds_settings(config, structure_hp=None, attribute_hp=None) -> dict:
+  """What the examples written to a data dir depend on: the prior's hyperparameters, the seed and the count.
+
+  The hyperparameters are ``prior_config.hparams_of(config)`` unless given.
+  """
+  if structure_hp is None or attribute_hp is None:
+    structure_hp, attribute_hp = prior_config.hparams_of(config)
   prior = hashlib.sha256(repr((structure_hp, attribute_hp)).encode()).hexdigest()[:16]
   return {"seed": int(config.seed), "tfds_examples": int(config.tfds_examples), "prior_digest": prior}
 
 
-def tfds_mismatch(data_dir: str, settings: dict) -> str | None:
-  """Why the examples prepared in ``data_dir`` are not those of ``settings``; ``None`` if they are or none are."""
-  if not prior_builder.builder(data_dir).is_prepared():
+def tfds_mismatch(data_dir: str, settings: dict, prepared: bool | None = None) -> str | None:
+  """Why the examples prepared in ``data_dir`` are not those of ``settings``; ``None`` if they are or none are.
+
+  ``prepared``: whether the TFDS builder of ``data_dir`` is prepared, if the caller knows.
+  """
+  if prepared is None:
+    prepared = prior_builder.builder(data_dir).is_prepared()
+  if not prepared:
     return None
   path = os.path.join(data_dir, SETTINGS_FILE)
   try:
@@ -180,13 +189,14 @@ def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
     return {}
   data_dir = os.path.expanduser(config.data_dir) if config.data_dir else os.path.join(ctx.workdir, "data")
   manual = os.path.join(data_dir, "staged")
-  settings = tfds_settings(config)
-  why = tfds_mismatch(data_dir, settings)
+  settings = tfds_settings(config, structure_hp, attribute_hp)
+  prepared = prior_builder.builder(data_dir).is_prepared()
+  why = tfds_mismatch(data_dir, settings, prepared)
   if why:
     raise errors.DataError(f"'data_dir': {why}")
   fn = _sampler(structure_hp, attribute_hp, ctx.mesh)
   base = jax.random.key(config.seed)
-  if not prior_builder.builder(data_dir).is_prepared():
+  if not prepared:
     for shard, start in enumerate(range(0, config.tfds_examples, config.batch_size)):
       count = min(config.batch_size, config.tfds_examples - start)
       batch = fn(base, start, count, config.batch_size)
