@@ -19,6 +19,7 @@ from launch import config_schema
 from launch import errors
 from launch import main as launcher
 from launch import metrics
+from launch import registry
 from launch import runner
 from launch.experiments.graphpfn import prior
 
@@ -106,6 +107,24 @@ def test_a_bad_planetoid_dir_is_a_config_error_before_pretraining(tmp_path):
                   receivers=np.arange(1, n), num_train=10, test_index=np.arange(n - 10, n))
   line = _error_line([*base, f"--config.planetoid_dir={tmp_path / 'big'}"])
   assert "does not fit the buckets" in line and "4096" in line, line
+
+
+def test_a_graph_of_your_own_is_read_under_its_own_name(tmp_path):
+  """``planetoid_name`` is any file-safe name: a graph written as ``mine`` is read; a path is refused by name."""
+  rng = np.random.default_rng(0)
+  planetoid.write(str(tmp_path), "my-graph_2", x=rng.random((10, 3)), y=np.arange(10) % 2, senders=np.arange(9),
+                  receivers=np.arange(1, 10), num_train=4, test_index=np.arange(6, 10))
+  config = registry.get("graphpfn").get_config("smoke")
+  config.planetoid_dir, config.planetoid_name = str(tmp_path), "my-graph_2"
+  runner.validate(config)
+  assert sorted(os.path.basename(p) for _, p in registry.get("graphpfn").input_files(config))[0] == "ind.my-graph_2.allx"
+  for bad in ("../cora", "", "a b", ".hidden"):
+    line = _error_line(["--config=launch/configs/graphpfn.py:smoke", f"--config.planetoid_dir={tmp_path}",
+                        f"--config.planetoid_name={bad}"])
+    assert "'planetoid_name'" in line and "letters, digits" in line, (bad, line)
+  with pytest.raises(planetoid.PlanetoidFormatError, match="letters, digits"):
+    planetoid.write(str(tmp_path), "../x", x=rng.random((4, 3)), y=np.arange(4) % 2, senders=[0], receivers=[1],
+                    num_train=2, test_index=[3])
 
 
 

@@ -11,26 +11,41 @@ test range without a row) get zero features and no label, as in Kipf & Welling.
 
 No download happens here: put the files in a directory and call :func:`load`.
 A truncated or inconsistent file fails with :class:`PlanetoidFormatError`
-naming the file and the array.
+naming the file and the array. ``<name>`` is ``cora``, ``citeseer`` or
+``pubmed`` for the published graphs, and any :data:`NAME` for a graph of
+your own written by :func:`write`.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import re
 from typing import Mapping
 
 import numpy as np
 import scipy.sparse as sp
 
 PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a graph's name: the <name> of its ind.<name>.* files
 
 
 class PlanetoidFormatError(ValueError):
   """A Planetoid file that is missing, truncated or inconsistent with the others."""
 
 
+def name_problem(name: str) -> str | None:
+  """Why ``name`` cannot name a graph's files (``None`` if it can): letters, digits, ``_`` and ``-``."""
+  if not isinstance(name, str) or not NAME.fullmatch(name):
+    return (f"graph name {name!r}: letters, digits, '_' and '-' only, starting with a letter or digit "
+            "(it is the <name> of the ind.<name>.* files)")
+  return None
+
+
 def _path(directory: str, name: str, part: str) -> str:
+  why = name_problem(name)
+  if why:
+    raise PlanetoidFormatError(why)
   return os.path.join(directory, f"ind.{name}.{part}")
 
 
@@ -148,8 +163,11 @@ def write(directory: str, name: str, *, x, y, senders, receivers, num_train: int
   :func:`load` reads back as -1 (as CiteSeer's unlabelled test nodes).
 
   Raises:
-    ValueError: a label below -1, or no labelled node.
+    ValueError: a label below -1, no labelled node, or a ``name`` that is not a :data:`NAME`.
   """
+  why = name_problem(name)
+  if why:
+    raise PlanetoidFormatError(why)
   y = np.asarray(y)
   if y.size and int(y.min()) < -1:
     raise ValueError(f"y: label {int(y.min())} (node {int(np.argmin(y))}); labels are 0..K-1, or -1 for unlabelled")

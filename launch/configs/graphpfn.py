@@ -9,7 +9,8 @@ Launch from the repository root:
   python -m launch.main --config=launch/configs/graphpfn.py:smoke --workdir=runs/graphpfn_smoke
   python -m launch.main --config=launch/configs/graphpfn.py:paper --workdir=runs/graphpfn_paper
 
-  # also score a Planetoid graph on disk (ind.cora.* files; nothing is downloaded):
+  # also score a Planetoid graph on disk (ind.cora.* files, or your own graph's ind.<name>.*;
+  # nothing is downloaded):
   ... --config.planetoid_dir=/path/to/planetoid --config.planetoid_name=cora
 
 Sections: ``model`` (:class:`methods.graphpfn.ModelConfig`), ``train``
@@ -48,7 +49,8 @@ class Run(hparams.Hyperparameters):
   karate_splits: int = F(20, "Random karate-club splits (train_per_class nodes per club) scored.", low=0)
   karate_train_per_class: int = F(2, "Karate club: training nodes per club.", low=1, high=16)
   planetoid_dir: str = F("", "Directory with a Planetoid graph's ind.<name>.* files ('': skip).")
-  planetoid_name: str = F("cora", "Planetoid graph read from planetoid_dir.", choices=("cora", "citeseer", "pubmed"))
+  planetoid_name: str = F("cora", "Graph read from planetoid_dir: the <name> of its ind.<name>.* files (cora, citeseer, "
+                             "pubmed, or your own graph's name, written by datasets.graphs.planetoid.write).")
 
 
 def _sizes(config: ml_collections.ConfigDict):

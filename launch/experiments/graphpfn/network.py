@@ -53,6 +53,10 @@ def _planetoid_checks(config):
   """The Planetoid graph of ``planetoid_dir`` reads and fits the model, before any pretraining."""
   if not config.planetoid_dir:
     return
+  why = planetoid.name_problem(config.planetoid_name)
+  if why:
+    yield "planetoid_name", why
+    return
   try:
     evaluate.planetoid_task(gcfg.hparams_of(config))
   except ValueError as e:  # planetoid.PlanetoidFormatError included (an unreadable file is one)
@@ -61,7 +65,7 @@ def _planetoid_checks(config):
 
 def _planetoid_files(config) -> list[tuple[str, str]]:
   """The files of ``planetoid_name`` in ``planetoid_dir``: inputs of the run."""
-  if not config.planetoid_dir:
+  if not config.planetoid_dir or planetoid.name_problem(config.planetoid_name):
     return []
   return [("planetoid_dir", path) for path in planetoid.paths(config.planetoid_dir, config.planetoid_name)]
 
