@@ -150,7 +150,7 @@ def _holders(name: str, files: list[str]) -> list[str]:
 
 
 def produced_by(command: str, prov: Optional[dict], name: str) -> str:
-  """The block's provenance line: command, commit, config hash, how to regenerate.
+  """The block's provenance line: command, commit, config hash, machine, how to regenerate.
 
   Uncommitted changes count only outside this module's own outputs: a
   ``--run`` of several blocks rewrites the documents between its runs, which
@@ -162,6 +162,10 @@ def produced_by(command: str, prov: Optional[dict], name: str) -> str:
     where = f" at commit `{prov['commit'][:12]}`{dirty}"
     if prov.get("config_hash"):
       where += f", config `{prov['config_hash'][:12]}`"
+  machine = (prov or {}).get("machine")
+  if machine:  # a run reproduces bit for bit only on the same device and core counts (docs/running.md)
+    where += (f", on {machine['devices']} {machine['backend'].upper()} device(s) ({machine['device_kind']}), "
+              f"{machine['host_cores']} host cores, JAX {machine['jax']}")
   return f"_Produced by `{command}`{where} (or `python -m launch.report --run --only={name}`)._"
 
 

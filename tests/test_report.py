@@ -21,6 +21,9 @@ def test_replace_block_rewrites_only_its_block():
 def test_produced_by_names_command_commit_and_config():
   line = report.produced_by("cmd", {"commit": "a" * 40, "modified": [], "config_hash": "b" * 64}, "blk")
   assert "`cmd`" in line and f"at commit `{'a' * 12}`" in line and f"config `{'b' * 12}`" in line
+  machine = {"devices": 2, "backend": "cpu", "device_kind": "cpu", "host_cores": 2, "jax": "0.1"}
+  line = report.produced_by("cmd", {"commit": "a" * 40, "modified": [], "machine": machine}, "blk")
+  assert "on 2 CPU device(s) (cpu), 2 host cores, JAX 0.1" in line, line
   dirty = report.produced_by("cmd", {"commit": "a" * 40, "modified": ["x.py"]}, "blk")
   assert "with uncommitted changes" in dirty
   outputs = ["README.md", "docs/varde.md", "docs/figures/varde_mcts_tree_regret.png"]
