@@ -1,6 +1,7 @@
 """Demo, report and benchmark scripts: their wiring and the benchmark's peer."""
 
 import importlib
+import json
 import math
 import os
 import subprocess
@@ -57,6 +58,25 @@ def test_bench_sets_up_its_devices_before_any_benchmark_starts_jax(tmp_path, pyt
   assert "RuntimeError" not in out.stderr
   for module in bench_main.BENCHES.values():
     assert callable(importlib.import_module(module).run)
+
+
+def test_bench_runs_each_benchmark_in_a_process_of_its_own(tmp_path, python_env):
+  """``--isolate`` (the default): the child's rows reach the table; a child that fails is named, with its rerun."""
+  cmd = [sys.executable, "-m", "launch.bench", "--only=varde_mcts", "--quick", "--cpu_devices=2"]
+  ok = subprocess.run([*cmd, f"--out={tmp_path / 'ok'}"], env=python_env, capture_output=True, text=True, timeout=600)
+  assert ok.returncode == 0, ok.stderr[-3000:]
+  with open(tmp_path / "ok" / "bench.json") as f:
+    table = json.load(f)
+  with open(tmp_path / "ok" / "parts" / "varde_mcts" / "bench.json") as f:
+    part = json.load(f)
+  assert table["rows"] == part["rows"] and len(table["rows"]) >= 2
+  assert "(quick sizes)" in table["header"] and "incomplete" not in table["header"]
+  assert table["devices"] == "2 CPU devices", table["devices"]
+  (tmp_path / "bad").mkdir()
+  (tmp_path / "bad" / "parts").write_text("a file where the benchmarks' folder goes")
+  bad = subprocess.run([*cmd, f"--out={tmp_path / 'bad'}"], env=python_env, capture_output=True, text=True, timeout=600)
+  assert bad.returncode != 0
+  assert "benchmark 'varde_mcts' failed" in bad.stderr and "--noisolate --only=varde_mcts" in bad.stderr, bad.stderr[-3000:]
 
 
 def test_numpy_and_hand_fused_peers_are_the_same_algorithm_statistically():
