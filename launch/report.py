@@ -164,8 +164,10 @@ def produced_by(command: str, prov: Optional[dict], name: str) -> str:
       where += f", config `{prov['config_hash'][:12]}`"
   machine = (prov or {}).get("machine")
   if machine:  # a run reproduces bit for bit only on the same device and core counts (docs/running.md)
-    where += (f", on {machine['devices']} {machine['backend'].upper()} device(s) ({machine['device_kind']}), "
-              f"{machine['host_cores']} host cores, JAX {machine['jax']}")
+    devices, backend, kind = machine["devices"], machine["backend"], machine["device_kind"]
+    where += (f", on {devices} {backend.upper()} device{'' if devices == 1 else 's'}"
+              f"{'' if kind.lower() == backend.lower() else f' ({kind})'}, {machine['host_cores']} host cores, "
+              f"JAX {machine['jax']}")
   return f"_Produced by `{command}`{where} (or `python -m launch.report --run --only={name}`)._"
 
 

@@ -23,7 +23,10 @@ def test_produced_by_names_command_commit_and_config():
   assert "`cmd`" in line and f"at commit `{'a' * 12}`" in line and f"config `{'b' * 12}`" in line
   machine = {"devices": 2, "backend": "cpu", "device_kind": "cpu", "host_cores": 2, "jax": "0.1"}
   line = report.produced_by("cmd", {"commit": "a" * 40, "modified": [], "machine": machine}, "blk")
-  assert "on 2 CPU device(s) (cpu), 2 host cores, JAX 0.1" in line, line
+  assert "on 2 CPU devices, 2 host cores, JAX 0.1" in line, line
+  gpu = dict(machine, devices=1, backend="gpu", device_kind="NVIDIA H100")
+  line = report.produced_by("cmd", {"commit": "a" * 40, "modified": [], "machine": gpu}, "blk")
+  assert "on 1 GPU device (NVIDIA H100), 2 host cores" in line, line
   dirty = report.produced_by("cmd", {"commit": "a" * 40, "modified": ["x.py"]}, "blk")
   assert "with uncommitted changes" in dirty
   outputs = ["README.md", "docs/varde.md", "docs/figures/varde_mcts_tree_regret.png"]
