@@ -80,7 +80,7 @@ def test_bench_runs_each_benchmark_in_a_process_of_its_own(tmp_path, python_env)
 
 
 def test_numpy_and_hand_fused_peers_are_the_same_algorithm_statistically():
-  """The benchmark's NumPy loop, its hand-fused JAX arrays and the project's VarDE agree on E1's error rate."""
+  """The NumPy loop, the hand-fused JAX arrays (threefry or hash draws) and the project's VarDE agree on E1's error."""
   means = bandits.problem_means("E1")
   n_np = 1500
   p_np = varde_numpy.error_rate(means.astype(np.float64), 150, n_np, tau=0.1)
@@ -100,6 +100,13 @@ def test_numpy_and_hand_fused_peers_are_the_same_algorithm_statistically():
   p_arrays = float(np.mean(np.asarray(rec) != int(np.argmax(means))))
   se = math.sqrt(p_arrays * (1 - p_arrays) / n_arrays + p_jax * (1 - p_jax) / 8000)
   assert abs(p_arrays - p_jax) < 4 * se, (p_arrays, p_jax, se)
+  rec = varde_arrays.make_sweep(means, 150, mesh, tau=0.1, noise="hash")(
+      *varde_arrays.inputs(np.random.default_rng(4), means, n_arrays, mesh))
+  p_hash = float(np.mean(np.asarray(rec) != int(np.argmax(means))))
+  se = math.sqrt(p_hash * (1 - p_hash) / n_arrays + p_jax * (1 - p_jax) / 8000)
+  assert abs(p_hash - p_jax) < 4 * se, (p_hash, p_jax, se)
+  with pytest.raises(ValueError, match="noise='philox'"):
+    varde_arrays.make_sweep(means, 150, mesh, noise="philox")
 
 
 def _softmax_form(rng, means, budget, num_seeds, tau=0.1, var_floor=0.01):

@@ -53,8 +53,11 @@ def _hash_normals(words: jax.Array, t: jax.Array) -> jax.Array:
   return jax.scipy.special.ndtri(u)
 
 
+NOISES = ("fused", "hash")
+
+
 def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, warm_start: int = 2,
-               var_floor: float = 0.01) -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
+               var_floor: float = 0.01, noise: str = "fused") -> Callable[[jax.Array, jax.Array, jax.Array], jax.Array]:
   """Jitted ``(stds [N, K], warm [N, K * warm_start], keys [N]) -> recommended arms [N]``.
 
   ``N`` must be a multiple of the mesh size; every input is sharded over its
@@ -63,8 +66,13 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
   log-domain form kept per arm (a pull rescores the pulled arm only), and
   the argmax over arms is unrolled into ``K - 1`` element-wise comparisons
   of ``[N]`` rows, so a pull is element-wise work on whole vectors of seeds.
+  ``noise``: each pull's normal from threefry (``"fused"``: one ``fold_in``
+  and one draw) or from the 32-bit hash of :func:`_hash_normals`
+  (``"hash"``: the whole kernel on a cheaper generator than threefry).
   """
   varde_numpy.check_warm_start(warm_start)
+  if noise not in NOISES:
+    raise ValueError(f"noise={noise!r}: one of {NOISES}")
   k = len(means)
   means = jnp.asarray(means, jnp.float32)
   n_warm = k * warm_start
@@ -80,12 +88,13 @@ def make_sweep(means: np.ndarray, budget: int, mesh: Mesh, *, tau: float = 0.1, 
   def sweep(stds, warm, keys):
     stds, warm = stds.T, warm.T
     zeros = jnp.zeros(stds.shape, jnp.float32)
+    words = jax.random.key_data(keys)[:, -1] if noise == "hash" else None
 
     def step(carry, t):
       count, total, total_sq, score = carry
       arm = jnp.where(t < n_warm, warm[jnp.minimum(t, n_warm - 1)], argmax_rows(score))
       hit = arms == arm[None, :]
-      eps = _normals(keys, t)
+      eps = _hash_normals(words, t) if noise == "hash" else _normals(keys, t)
       reward = means[:, None] + stds * eps[None, :]
       count, total, total_sq = (count + hit, total + jnp.where(hit, reward, 0.0),
                                 total_sq + jnp.where(hit, reward * reward, 0.0))
