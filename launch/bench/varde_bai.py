@@ -56,6 +56,54 @@ def _timed_sweep(config, mesh, budget, means, peers=()):
   return names, errors, ours, others
 
 
+def _peer_rows(budget, num_seeds, means, error, runs_per_s, ours, others, num_arrays) -> tuple[dict, dict]:
+  """Rows 3 and 4: the sweep (``runs_per_s``, VarDE ``error``) against the vectorised NumPy and hand-fused peers.
+
+  ``others``: the timings of the peers timed with the sweep, in the order of
+  :func:`run`'s ``peers``; ``num_arrays``: the seeds of the hand-fused runs.
+  """
+  vec, arrays, arrays_hash, *draws = others
+  hash_rate = num_arrays / arrays_hash.warm
+  hash_error = float(np.mean(np.asarray(arrays_hash.output) != int(np.argmax(means))))
+  vec_rate, arrays_rate = num_seeds / vec.warm, num_arrays / arrays.warm
+  arrays_error = float(np.mean(np.asarray(arrays.output) != int(np.argmax(means))))
+  draws_rate = {kind: num_arrays / d.warm for kind, d in zip(varde_arrays.DRAWS, draws)}
+  vectorised = {
+      "benchmark": f"E1 T={budget}, VarDE only ({num_seeds:,} runs), against NumPy vectorised over seeds",
+      "ours": runs_per_s,
+      "peer": vec_rate,
+      "unit": "runs/s",
+      "peer_name": "NumPy, all seeds one pull at a time as arrays",
+      "ratio": runs_per_s / vec_rate,
+      "notes": (
+          f"{mesh_lib.describe_devices()}; NumPy float32, single-threaded BLAS; both timed in alternating "
+          f"rounds, each its best call; VarDE error "
+          f"{100 * error:.2f}% (JAX) vs {100 * vec.output:.2f}% (NumPy vectorised), {num_seeds:,} seeds each"
+      ),
+  }
+  hand_fused = {
+      "benchmark": f"E1 T={budget}, VarDE only ({num_seeds:,} runs), against VarDE fused by hand as JAX arrays",
+      "ours": runs_per_s,
+      "peer": arrays_rate,
+      "unit": "runs/s",
+      "peer_name": "jax.numpy, all seeds one pull at a time as arrays",
+      "ratio": runs_per_s / arrays_rate,
+      "notes": (
+          f"{mesh_lib.describe_devices()}; both compiles excluded ({ours.compile_seconds:.1f}s ours, "
+          f"{arrays.compile_seconds:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
+          f"the NumPy vectorised peer; the reward draws alone (the same scan, nothing else) run at "
+          f"{draws_rate['fused'] / vec_rate:.1f}x the NumPy peer with one hash per pull (hand-fused), "
+          f"{draws_rate['common'] / vec_rate:.1f}x with the sweep's common random numbers and "
+          f"{draws_rate['hash'] / vec_rate:.1f}x with a 32-bit integer hash and ndtri (no generator of the "
+          f"project: the floor a cheaper one would leave); the whole hand-fused kernel drawing from that "
+          f"hash runs at {hash_rate / vec_rate:.1f}x the NumPy peer; VarDE error "
+          f"{100 * error:.2f}% (ours) vs {100 * arrays_error:.2f}% (hand-fused) and "
+          f"{100 * hash_error:.2f}% (hand-fused, hash draws), {num_seeds:,} seeds each"
+      ),
+  }
+  return vectorised, hand_fused
+
+
 def run(quick: bool) -> list[dict]:
   num_seeds = 2_000 if quick else 20_000
   numpy_seeds = 200 if quick else 5_000
@@ -101,43 +149,6 @@ def run(quick: bool) -> list[dict]:
         ),
     })
     if algorithms == ("varde",):
-      vec, arrays, arrays_hash, *draws = others
-      hash_rate = arrays_in[0].shape[0] / arrays_hash.warm
-      hash_error = float(np.mean(np.asarray(arrays_hash.output) != int(np.argmax(means))))
-      vec_rate, arrays_rate = num_seeds / vec.warm, arrays_in[0].shape[0] / arrays.warm
-      arrays_error = float(np.mean(np.asarray(arrays.output) != int(np.argmax(means))))
-      draws_rate = {kind: arrays_in[0].shape[0] / d.warm for kind, d in zip(varde_arrays.DRAWS, draws)}
-      vectorised = {
-          "benchmark": f"E1 T={budget}, VarDE only ({num_seeds:,} runs), against NumPy vectorised over seeds",
-          "ours": runs_per_s,
-          "peer": vec_rate,
-          "unit": "runs/s",
-          "peer_name": "NumPy, all seeds one pull at a time as arrays",
-          "ratio": runs_per_s / vec_rate,
-          "notes": (
-              f"{mesh_lib.describe_devices()}; NumPy float32, single-threaded BLAS; both timed in alternating "
-              f"rounds, each its best call; VarDE error "
-              f"{100 * errors[ref]:.2f}% (JAX) vs {100 * vec.output:.2f}% (NumPy vectorised), {num_seeds:,} seeds each"
-          ),
-      }
-      hand_fused = {
-          "benchmark": f"E1 T={budget}, VarDE only ({num_seeds:,} runs), against VarDE fused by hand as JAX arrays",
-          "ours": runs_per_s,
-          "peer": arrays_rate,
-          "unit": "runs/s",
-          "peer_name": "jax.numpy, all seeds one pull at a time as arrays",
-          "ratio": runs_per_s / arrays_rate,
-          "notes": (
-              f"{mesh_lib.describe_devices()}; both compiles excluded ({ours.compile_seconds:.1f}s ours, "
-              f"{arrays.compile_seconds:.1f}s peer); the hand-fused peer is {arrays_rate / vec_rate:.1f}x "
-              f"the NumPy vectorised peer; the reward draws alone (the same scan, nothing else) run at "
-              f"{draws_rate['fused'] / vec_rate:.1f}x the NumPy peer with one hash per pull (hand-fused), "
-              f"{draws_rate['common'] / vec_rate:.1f}x with the sweep's common random numbers and "
-              f"{draws_rate['hash'] / vec_rate:.1f}x with a 32-bit integer hash and ndtri (no generator of the "
-              f"project: the floor a cheaper one would leave); the whole hand-fused kernel drawing from that "
-              f"hash runs at {hash_rate / vec_rate:.1f}x the NumPy peer; VarDE error "
-              f"{100 * errors[ref]:.2f}% (ours) vs {100 * arrays_error:.2f}% (hand-fused) and "
-              f"{100 * hash_error:.2f}% (hand-fused, hash draws), {num_seeds:,} seeds each"
-          ),
-      }
+      vectorised, hand_fused = _peer_rows(budget, num_seeds, means, errors[ref], runs_per_s, ours, others,
+                                          arrays_in[0].shape[0])
   return rows + [vectorised, hand_fused]
