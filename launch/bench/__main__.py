@@ -113,11 +113,12 @@ def main(argv):
     part = isolated(name) if FLAGS.isolate else in_process(name)
     rows += part["rows"]
     # Written after every benchmark, so that a run cut short keeps the rows it finished.
-    table = to_markdown(rows, header(part, done, len(selected)))
+    head = header(part, done, len(selected))
+    table = to_markdown(rows, head)
     with open(os.path.join(FLAGS.out, "bench.md"), "w") as f:
       f.write(table)
     with open(os.path.join(FLAGS.out, "bench.json"), "w") as f:
-      json.dump({"header": header(part, done, len(selected)), "rows": rows, "provenance": prov,
+      json.dump({"header": head, "rows": rows, "provenance": prov,
                  "backend": part["backend"], "devices": part["devices"]}, f, indent=2)
   print(table)
 
