@@ -4,6 +4,7 @@ All three must be set before any JAX computation, hence at import time here.
 """
 
 import gc
+import json
 import os
 import shutil
 import signal
@@ -115,3 +116,31 @@ def kill_after_checkpoint():
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
   return kill
+
+
+@pytest.fixture
+def kill_and_resume(kill_after_checkpoint):
+  """``run(launch, tmp_path, step, timeout) -> (full, resumed, output, steps)``: a run killed mid-way, then resumed.
+
+  ``launch(workdir)`` starts the run as a subprocess (stdout piped). One copy
+  runs to its end in ``tmp_path/full``; another, in ``tmp_path/killed``, is
+  SIGKILLed once a checkpoint at ``>= step`` is sealed (before it writes
+  ``results.json``) and then launched again there to its end. Returns both
+  runs' ``results.json``, the resumed launch's output and the steps of the
+  resumed workdir's ``metrics.jsonl``.
+  """
+  def finish(proc, timeout):
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out
+    return out
+
+  def run(launch, tmp_path, step: int, timeout: float):
+    full, work = str(tmp_path / "full"), str(tmp_path / "killed")
+    finish(launch(full), timeout)
+    kill_after_checkpoint(launch(work), os.path.join(work, "checkpoints"), step, timeout=timeout)
+    assert not os.path.exists(os.path.join(work, "results.json"))
+    out = finish(launch(work), timeout)
+    results = [json.load(open(os.path.join(d, "results.json"))) for d in (full, work)]
+    steps = [json.loads(line)["step"] for line in open(os.path.join(work, "metrics.jsonl"))]
+    return results[0], results[1], out, steps
+  return run

@@ -121,12 +121,7 @@ def _varde(**overrides):
   config.varde.taus = (0.1,)
   config.num_seeds, config.chunk_size = 32, 32
   config.budgets = (60,)
-  for k, v in overrides.items():
-    node = config
-    *path, last = k.split(".")
-    for p in path:
-      node = node[p]
-    node[last] = v
+  config.update_from_flattened_dict(overrides)
   return config
 
 

@@ -1,6 +1,5 @@
 """A user's own D4RL-format HDF5 file: any name, checked against its environment, refused if empty."""
 
-import h5py
 import numpy as np
 import pytest
 
@@ -12,25 +11,7 @@ from launch.configs import reg as reg_config
 from launch.experiments.reg import experiment as reg_exp
 from launch.experiments.reg import data as reg_data
 
-
-def _rows(n, obs_dim, act_dim, seed=0):
-  rng = np.random.default_rng(seed)
-  rows = {
-      "observations": rng.standard_normal((n, obs_dim)).astype(np.float32),
-      "actions": rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
-      "rewards": rng.standard_normal(n).astype(np.float32),
-      "terminals": np.zeros(n, bool),
-      "timeouts": np.zeros(n, bool),
-  }
-  rows["timeouts"][n // 2 - 1:: max(n // 2, 1)] = True
-  return rows
-
-
-def _write(path, rows):
-  with h5py.File(path, "w") as f:
-    for k, v in rows.items():
-      f.create_dataset(k, data=v)
-  return str(path)
+import d4rl_rows
 
 
 def _config(tmp_path, path="", task="hopper", refs=(0.0, 0.0)):
@@ -47,7 +28,7 @@ def _config(tmp_path, path="", task="hopper", refs=(0.0, 0.0)):
 
 
 def test_a_users_file_of_any_name_with_its_reference_returns(tmp_path):
-  path = _write(tmp_path / "my runs.h5", _rows(40, 11, 3))
+  path = d4rl_rows.write(tmp_path / "my runs.h5", d4rl_rows.rows(40, 11, 3))
   config = _config(tmp_path, path, "hopper", (-20.0, 3000.0))
   runner.validate(config)
   assert reg_data.dataset_names(config) == ["my runs"]
@@ -58,7 +39,7 @@ def test_a_users_file_of_any_name_with_its_reference_returns(tmp_path):
 
 
 def test_without_reference_returns_scores_are_raw_returns(tmp_path):
-  path = _write(tmp_path / "mine.hdf5", _rows(40, 17, 6))
+  path = d4rl_rows.write(tmp_path / "mine.hdf5", d4rl_rows.rows(40, 17, 6))
   data = reg_data.load(_config(tmp_path, path, "walker2d"), "mine", str(tmp_path))
   returns = np.array([-5.0, 0.0, 1234.5])
   np.testing.assert_allclose(d4rl.normalized_score(returns, data.random_return, data.expert_return), returns)
@@ -71,26 +52,26 @@ def test_without_reference_returns_scores_are_raw_returns(tmp_path):
 ])
 def test_dimensions_are_checked_against_the_environment(tmp_path, shape, words):
   dims = {"obs_dim": 11, "act_dim": 3, **shape}
-  path = _write(tmp_path / "f.hdf5", _rows(40, dims["obs_dim"], dims["act_dim"]))
+  path = d4rl_rows.write(tmp_path / "f.hdf5", d4rl_rows.rows(40, dims["obs_dim"], dims["act_dim"]))
   with pytest.raises(d4rl.D4RLFormatError, match=words):
     reg_data.load(_config(tmp_path, path, "hopper"), "f", str(tmp_path))
   # A catalog name is checked against its own environment too.
-  _write(tmp_path / "hopper-medium-v2.hdf5", _rows(40, dims["obs_dim"], dims["act_dim"]))
+  d4rl_rows.write(tmp_path / "hopper-medium-v2.hdf5", d4rl_rows.rows(40, dims["obs_dim"], dims["act_dim"]))
   with pytest.raises(d4rl.D4RLFormatError, match=words):
     reg_data.load(_config(tmp_path), "hopper-medium-v2", str(tmp_path))
 
 
 def test_ranks_are_checked(tmp_path):
-  rows = _rows(40, 11, 3)
+  rows = d4rl_rows.rows(40, 11, 3)
   rows["rewards"] = rows["rewards"][:, None]
-  path = _write(tmp_path / "f.hdf5", rows)
+  path = d4rl_rows.write(tmp_path / "f.hdf5", rows)
   with pytest.raises(d4rl.D4RLFormatError, match=r"f.hdf5: 'rewards' must be \[N\], got shape \(40, 1\)"):
     reg_data.load(_config(tmp_path, path), "f", str(tmp_path))
 
 
 @pytest.mark.parametrize("n", [0, 1])
 def test_an_empty_or_one_row_file_is_refused_before_compiling(tmp_path, monkeypatch, n):
-  path = _write(tmp_path / "tiny.hdf5", _rows(n, 11, 3))
+  path = d4rl_rows.write(tmp_path / "tiny.hdf5", d4rl_rows.rows(n, 11, 3))
 
   def compiled(*args, **kwargs):
     raise AssertionError("compilation started")
@@ -103,9 +84,9 @@ def test_an_empty_or_one_row_file_is_refused_before_compiling(tmp_path, monkeypa
 
 
 def test_a_file_without_any_transition_is_refused(tmp_path):
-  rows = _rows(2, 11, 3)
+  rows = d4rl_rows.rows(2, 11, 3)
   rows["timeouts"][:] = [True, False]  # the only transition crosses an episode end
-  path = _write(tmp_path / "cut.hdf5", rows)
+  path = d4rl_rows.write(tmp_path / "cut.hdf5", rows)
   with pytest.raises(d4rl.D4RLFormatError, match="no transition"):
     reg_data.load(_config(tmp_path, path), "cut", str(tmp_path))
 
@@ -132,18 +113,18 @@ def test_nan_reference_returns_are_refused_by_the_config(tmp_path, key):
     ("timeouts", 0.5, r"'timeouts' holds 0.5 at index 3"),
 ])
 def test_episode_flags_other_than_0_and_1_are_named(tmp_path, key, value, words):
-  rows = _rows(40, 11, 3)
+  rows = d4rl_rows.rows(40, 11, 3)
   rows[key] = rows[key].astype(np.float64)
   rows[key][3] = value
-  path = _write(tmp_path / "flags.h5", rows)
+  path = d4rl_rows.write(tmp_path / "flags.h5", rows)
   with pytest.raises(d4rl.D4RLFormatError, match=words):
     reg_data.load(_config(tmp_path, path), "flags", str(tmp_path))
 
 
 def test_a_file_of_one_episode_names_the_reward_scale_keys(tmp_path):
-  rows = _rows(40, 11, 3)
+  rows = d4rl_rows.rows(40, 11, 3)
   rows["timeouts"][:] = False  # one episode: IQL's return spread is undefined
-  path = _write(tmp_path / "one.h5", rows)
+  path = d4rl_rows.write(tmp_path / "one.h5", rows)
   with pytest.raises(d4rl.D4RLFormatError, match=r"one.h5: all 1 episodes .*--config.data.reward_scale=none"):
     reg_data.load(_config(tmp_path, path), "one", str(tmp_path))
   config = _config(tmp_path, path)
@@ -152,9 +133,9 @@ def test_a_file_of_one_episode_names_the_reward_scale_keys(tmp_path):
 
 
 def test_observations_too_large_to_normalise_are_refused(tmp_path):
-  rows = _rows(40, 11, 3)
+  rows = d4rl_rows.rows(40, 11, 3)
   rows["observations"][:, 4] *= np.float32(1e30)  # finite in float32, its squares are not
-  path = _write(tmp_path / "huge.h5", rows)
+  path = d4rl_rows.write(tmp_path / "huge.h5", rows)
   with pytest.raises(d4rl.D4RLFormatError, match=r"huge.h5: .*'observations' columns \[4\] overflows float32"):
     reg_data.load(_config(tmp_path, path), "huge", str(tmp_path))
   config = _config(tmp_path, path)

@@ -17,7 +17,6 @@ import re
 import subprocess
 import sys
 
-import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,6 +37,8 @@ from launch.configs import varde_bai as bai_config
 from launch.configs import varde_bpi as bpi_config
 from launch.experiments.reg import data as reg_data
 from launch.experiments.reg import report as reg_report
+
+import d4rl_rows
 
 
 def _tree(root: str) -> dict:
@@ -334,26 +335,6 @@ def test_a_zero_std_arm_is_deterministic_and_the_run_finite(tmp_path):
 # ---------------------------------------------------------------- REG's D4RL files
 
 
-def _rows(n=40, obs_dim=5, act_dim=2, seed=0):
-  rng = np.random.default_rng(seed)
-  rows = {
-      "observations": rng.standard_normal((n, obs_dim)).astype(np.float32),
-      "actions": rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
-      "rewards": rng.standard_normal(n).astype(np.float32),
-      "terminals": np.zeros(n, bool),
-      "timeouts": np.zeros(n, bool),
-  }
-  rows["timeouts"][n // 2 - 1:: n // 2] = True
-  return rows
-
-
-def _h5(path, rows) -> str:
-  with h5py.File(path, "w") as f:
-    for k, v in rows.items():
-      f.create_dataset(k, data=v)
-  return str(path)
-
-
 def _reg(tmp_path, path, task="none"):
   config = reg_config.get_config("smoke")
   config.algorithms = ("bc",)
@@ -367,10 +348,10 @@ def _reg(tmp_path, path, task="none"):
 
 @pytest.mark.parametrize("key, index", [("rewards", (7,)), ("observations", (3, 1)), ("actions", (0, 0))])
 def test_d4rl_values_that_overflow_float32_name_the_file_array_and_index(tmp_path, key, index):
-  rows = _rows()
+  rows = d4rl_rows.rows()
   rows[key] = rows[key].astype(np.float64)
   rows[key][index] = -1e39
-  path = _h5(tmp_path / "big.hdf5", rows)
+  path = d4rl_rows.write(tmp_path / "big.hdf5", rows)
   with pytest.raises(d4rl.D4RLFormatError) as e:
     reg_data.load(_reg(tmp_path, path), "big", str(tmp_path))
   line = _one_line(e.value)
@@ -378,9 +359,9 @@ def test_d4rl_values_that_overflow_float32_name_the_file_array_and_index(tmp_pat
 
 
 def test_d4rl_rewards_stored_as_strings_are_a_named_error(tmp_path):
-  rows = _rows()
+  rows = d4rl_rows.rows()
   rows["rewards"] = np.array([str(r).encode() for r in rows["rewards"]])
-  path = _h5(tmp_path / "text.hdf5", rows)
+  path = d4rl_rows.write(tmp_path / "text.hdf5", rows)
   with pytest.raises(d4rl.D4RLFormatError) as e:
     reg_data.load(_reg(tmp_path, path), "text", str(tmp_path))
   assert f"{path}: 'rewards' has dtype |S" in _one_line(e.value) and "(strings)" in str(e.value)
@@ -393,7 +374,7 @@ def test_reg_any_dimensions_a_corrected_path_and_a_changed_file(tmp_path):
   with pytest.raises(d4rl.D4RLFileNotFoundError) as e:
     runner.run(_reg(tmp_path, str(tmp_path / "typo.hdf5")), workdir)
   assert "--config.data.hdf5_file" in _one_line(e.value)
-  path = _h5(tmp_path / "robot.hdf5", _rows(obs_dim=5, act_dim=2))
+  path = d4rl_rows.write(tmp_path / "robot.hdf5", d4rl_rows.rows(obs_dim=5, act_dim=2))
   res = runner.run(_reg(tmp_path, path), workdir)
   assert res["datasets"] == [] and res["offline_datasets"] == ["robot"]
   assert res["dataset_info"]["robot"]["score"] == "none" and res["dataset_info"]["robot"]["obs_dim"] == 5
@@ -407,7 +388,7 @@ def test_reg_any_dimensions_a_corrected_path_and_a_changed_file(tmp_path):
     reg_data.load(_reg(tmp_path, path, "hopper"), "robot", str(tmp_path))
 
   before = _tree(workdir)
-  _h5(path, _rows(obs_dim=5, act_dim=2, seed=1))
+  d4rl_rows.write(path, d4rl_rows.rows(obs_dim=5, act_dim=2, seed=1))
   with pytest.raises(ckpt_lib.InputsChangedError, match=f"input file {path} changed"):
     runner.run(_reg(tmp_path, path), workdir)
   assert _tree(workdir) == before
@@ -415,7 +396,7 @@ def test_reg_any_dimensions_a_corrected_path_and_a_changed_file(tmp_path):
 
 def test_reg_summary_says_raw_return_without_reference_returns(tmp_path):
   """Before, raw returns were labelled "normalised score"."""
-  path = _h5(tmp_path / "mine.hdf5", _rows(obs_dim=11, act_dim=3))
+  path = d4rl_rows.write(tmp_path / "mine.hdf5", d4rl_rows.rows(obs_dim=11, act_dim=3))
   config = _reg(tmp_path, path, "hopper")
   data = reg_data.load(config, "mine", str(tmp_path))
   units, evals = [("mine", "bc")], reg_exp_evals(config)

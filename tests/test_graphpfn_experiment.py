@@ -112,27 +112,14 @@ def _launch(work, env):
   return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_after_checkpoint):
+def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_and_resume):
   """A run killed with SIGKILL between its 12 checkpointed batches resumes and ends with every graph's
   statistics and hyperparameters bit-identical to an uninterrupted run's (the runs share the test run's
   compilation cache: tests/conftest.py)."""
-  env = python_env
-  full = _launch(str(tmp_path / "full"), env)
-  out, _ = full.communicate(timeout=600)
-  assert full.returncode == 0, out
-  work = str(tmp_path / "killed")
-  proc = _launch(work, env)
-  # kill once a few batches are checkpointed and sealed, mid-run
-  kill_after_checkpoint(proc, os.path.join(work, "checkpoints"), 3, timeout=600)
-  assert not os.path.exists(os.path.join(work, "results.json"))
-  resumed = _launch(work, env)
-  out, _ = resumed.communicate(timeout=600)
-  assert resumed.returncode == 0, out
+  # killed once a few batches are checkpointed and sealed, mid-run
+  a, b, out, lines = kill_and_resume(lambda work: _launch(work, python_env), tmp_path, 3, timeout=600)
   assert "resumed from checkpoint step" in out
-  a = json.load(open(os.path.join(tmp_path, "full", "results.json")))
-  b = json.load(open(os.path.join(work, "results.json")))
   assert a["tallies_digest"] == b["tallies_digest"]  # every graph's row, bit for bit
   assert a["statistics"] == b["statistics"] and a["hyperparameter_ranges"] == b["hyperparameter_ranges"]
   assert b["sampling_s"] > 0  # the resumed run sampled the batches the killed one had not checkpointed
-  lines = [json.loads(x)["step"] for x in open(os.path.join(work, "metrics.jsonl"))]
   assert lines == list(range(1, 13))  # the rewound metrics were rewritten once each

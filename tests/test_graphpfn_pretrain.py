@@ -130,24 +130,13 @@ def _launch(work, env):
 
 
 @pytest.mark.slow  # three smoke runs in subprocesses: a few minutes of CPU
-def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_after_checkpoint):
-  full = _launch(str(tmp_path / "full"), python_env)
-  out, _ = full.communicate(timeout=900)
-  assert full.returncode == 0, out
+def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_and_resume):
+  # killed once step 5's checkpoint is sealed, mid-training
+  a, b, _, lines = kill_and_resume(lambda work: _launch(work, python_env), tmp_path, 5, timeout=900)
   work = str(tmp_path / "killed")
-  proc = _launch(work, python_env)
-  # kill once step 5's checkpoint is sealed, mid-training
-  kill_after_checkpoint(proc, os.path.join(work, "checkpoints"), 5, timeout=900)
-  assert not os.path.exists(os.path.join(work, "results.json"))
-  resumed = _launch(work, python_env)
-  out, _ = resumed.communicate(timeout=900)
-  assert resumed.returncode == 0, out
-  a = json.load(open(os.path.join(tmp_path, "full", "results.json")))
-  b = json.load(open(os.path.join(work, "results.json")))
   assert b["resumed_from"] >= 5
   assert a["param_digest"] == b["param_digest"]  # parameters bit for bit
   assert a["curve"] == b["curve"]
   for key in ("held_out", "shifted"):  # every score; eval_s is a wall-clock time
     assert {k: v for k, v in a[key].items() if k != "eval_s"} == {k: v for k, v in b[key].items() if k != "eval_s"}
-  lines = [json.loads(x)["step"] for x in open(os.path.join(work, "metrics.jsonl"))]
   assert lines == list(range(1, 21))

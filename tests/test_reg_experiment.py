@@ -26,12 +26,7 @@ def _smoke(tmp_path, **overrides):
   config.num_updates = 200
   config.data.data_dir = str(tmp_path / "data")
   config.mesh.data = 2
-  for k, v in overrides.items():
-    node = config
-    *path, last = k.split(".")
-    for p in path:
-      node = node[p]
-    node[last] = v
+  config.update_from_flattened_dict(overrides)
   return config
 
 
@@ -139,24 +134,12 @@ def _launch(work, data_dir, env, extra=()):
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_resumes_bit_identical(tmp_path, repo_root, python_env, kill_after_checkpoint):
+def test_sigkill_mid_run_resumes_bit_identical(tmp_path, repo_root, python_env, kill_and_resume):
   data_dir = str(tmp_path / "data")
-  full = _launch(str(tmp_path / "full"), data_dir, python_env)
-  out, _ = full.communicate(timeout=600)
-  assert full.returncode == 0, out
-  work = str(tmp_path / "killed")
-  proc = _launch(work, data_dir, python_env)
-  # kill once a checkpoint of the first unit is sealed, mid-run
-  kill_after_checkpoint(proc, os.path.join(work, "checkpoints"), 2, timeout=600)
-  assert not os.path.exists(os.path.join(work, "results.json"))
-  resumed = _launch(work, data_dir, python_env)
-  out, _ = resumed.communicate(timeout=600)
-  assert resumed.returncode == 0, out
-  a = json.load(open(os.path.join(tmp_path, "full", "results.json")))
-  b = json.load(open(os.path.join(work, "results.json")))
+  # killed once a checkpoint of the first unit is sealed, mid-run
+  a, b, _, lines = kill_and_resume(lambda work: _launch(work, data_dir, python_env), tmp_path, 2, timeout=600)
   assert a["param_digest"] == b["param_digest"]  # parameters bit for bit
   assert a["scores"] == b["scores"] and a["curves"] == b["curves"]
-  lines = [json.loads(x)["step"] for x in open(os.path.join(work, "metrics.jsonl"))]
   assert lines == list(range(1, 7))  # the rewound metrics were rewritten once each
 
 

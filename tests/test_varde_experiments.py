@@ -13,12 +13,7 @@ from launch import runner
 def _run(name, arg, tmp_path, **overrides):
   exp = registry.get(name)
   config = exp.get_config(arg)
-  for k, v in overrides.items():
-    node = config
-    *path, last = k.split(".")
-    for p in path:
-      node = node[p]
-    node[last] = v
+  config.update_from_flattened_dict(overrides)
   return exp, runner.run(config, str(tmp_path / name), log_summary=False)
 
 
