@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
-from envs import mdps
 from envs import trees
 from launch import mesh as mesh_lib
 from launch.configs import varde_mcts as mcts_config
@@ -19,21 +18,11 @@ from launch.experiments.varde import search
 from methods.varde import mcts
 from methods.varde import mctx_adapter
 
-
-def _batch(mdp, b):
-  return jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), mdp)
+import mdp_cases
 
 
 def test_stochastic_edge_converges_to_its_mean_and_is_not_frozen():
-  # s0 --a0--> s1 (p = 1/2, then reward 1) or s2 (p = 1/2, then reward 0); a1 pays 0.4.
-  p = np.zeros((4, 2, 4))
-  p[0, 0, 1] = p[0, 0, 2] = 0.5
-  p[0, 1, 3] = 1.0
-  p[1:, :, 3] = 1.0
-  rm = np.zeros((4, 2))
-  rm[0, 1], rm[1, :] = 0.4, 1.0
-  term = np.array([False, False, False, True])
-  mdp = _batch(mdps.from_dense(p, rm, 0.0, 1.0, terminal=term), 8)
+  mdp = mdp_cases.coin(8)
   roots = jnp.zeros(8, jnp.int32)
   for policy in (mcts.uct_policy(c=1.0), mcts.varde_policy()):
     out = mcts.search(mdp, roots, jax.random.key(1), policy=policy, num_simulations=400, horizon=2, leaf_value="zero")

@@ -14,6 +14,8 @@ from methods.varde import mctx_adapter
 from methods.varde import tree_rules as rules
 from methods.varde import tree_search
 
+import mdp_cases
+
 
 def _user_simulator(horizon, leaf_value):
   """A tabular MDP written as a user would, on the arrays, with the documented key use."""
@@ -54,21 +56,9 @@ def test_user_simulator_reproduces_the_tabular_search(name, leaf_value):
   np.testing.assert_array_equal(ours.tree.children, user.tree.children)
 
 
-def _coin(b):
-  # s0 --a0--> s1 (p = 1/2, then reward 1) or s2 (p = 1/2, then reward 0); a1 pays 0.4.
-  p = np.zeros((4, 2, 4))
-  p[0, 0, 1] = p[0, 0, 2] = 0.5
-  p[0, 1, 3] = 1.0
-  p[1:, :, 3] = 1.0
-  rm = np.zeros((4, 2))
-  rm[0, 1], rm[1, :] = 0.4, 1.0
-  mdp = mdps.from_dense(p, rm, 0.0, 1.0, terminal=np.array([False, False, False, True]))
-  return jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), mdp)
-
-
 def test_stochastic_muzero_through_the_adapter_enumerates_chance_outcomes():
   b = 8
-  mdp = _coin(b)
+  mdp = mdp_cases.coin(b)
   action, out = mctx_adapter.mctx_search(mdp, jnp.zeros(b, jnp.int32), jax.random.key(1), policy="mctx_stochastic",
                                          num_simulations=100, horizon=2, leaf_value="zero")
   tree = jax.tree.map(np.asarray, out.search_tree)
@@ -89,7 +79,7 @@ def test_stochastic_muzero_through_the_adapter_enumerates_chance_outcomes():
 
 def test_stochastic_muzero_needs_an_enumerable_chance_step():
   sim = _user_simulator(2, "zero")  # no chance_logits_fn
-  mdp = _coin(2)
+  mdp = mdp_cases.coin(2)
   with pytest.raises(ValueError, match="chance_logits_fn"):
     mctx_adapter.stochastic_muzero_search(sim, mdp, jnp.zeros(2, jnp.int32), jax.random.key(0), num_simulations=4,
                                           horizon=2)
