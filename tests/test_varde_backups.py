@@ -12,6 +12,8 @@ from envs import mdps
 from methods.varde import mcts
 from methods.varde import tree_rules as rules
 
+import mdp_cases
+
 MEANS, STDS = np.array([0.5, 0.4, 0.3]), np.array([0.2, 0.4, 0.1])
 
 
@@ -26,10 +28,6 @@ def _bandit_tree(means, stds):
   return mdps.from_dense(p, rm, rs, 1.0, terminal=np.arange(k + 1) > 0)
 
 
-def _batch(mdp, b):
-  return jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), mdp)
-
-
 def _lse(x, t):
   return t * np.log(np.sum(np.exp(x / t)))
 
@@ -42,7 +40,7 @@ def _softmax(x, t):
 @pytest.mark.parametrize("backup", rules.BACKUPS)
 def test_root_value_is_the_backups_closed_form_of_the_edge_statistics(backup):
   tau, b = 0.5, 4
-  mdp = _batch(_bandit_tree(MEANS, STDS), b)
+  mdp = mdp_cases.batch(_bandit_tree(MEANS, STDS), b)
   policy = rules.varde_policy(tau=tau, backup=backup, tau_scale="return_std")
   out = mcts.search(mdp, jnp.zeros(b, jnp.int32), jax.random.key(0), policy=policy, num_simulations=60, horizon=1,
                     leaf_value="zero")
@@ -68,7 +66,7 @@ def test_root_value_is_the_backups_closed_form_of_the_edge_statistics(backup):
 def test_allocation_approaches_the_neyman_shares_of_the_backups_weights(backup):
   """``n_a / N -> |w_a| sigma_a / sum |w| sigma`` with ``w`` the backup's own influence weights."""
   tau, b, sims = 0.2, 16, 3000
-  mdp = _batch(_bandit_tree(MEANS, STDS), b)
+  mdp = mdp_cases.batch(_bandit_tree(MEANS, STDS), b)
   policy = rules.varde_policy(tau=tau, backup=backup, tau_scale="none", floor_c=0.0)
   out = mcts.search(mdp, jnp.zeros(b, jnp.int32), jax.random.key(0), policy=policy, num_simulations=sims, horizon=1,
                     leaf_value="zero")
@@ -117,7 +115,7 @@ def test_first_order_variance_of_the_root_decision_matches_monte_carlo(backup, t
   means = np.array([[0.6, 0.3], [0.5, 0.45]])
   stds = np.array(stds)
   runs, sims = 2000, 400
-  mdp = _batch(_two_level_mdp(means, stds), runs)
+  mdp = mdp_cases.batch(_two_level_mdp(means, stds), runs)
   policy = rules.varde_policy(tau=tau, backup=backup, tau_scale="none", floor_c=0.0)
   out = jax.jit(lambda m, k: mcts.search(m, m.s0, k, policy=policy, num_simulations=sims, horizon=2,
                                          leaf_value="zero"))(mdp, jax.random.key(3))
