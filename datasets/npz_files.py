@@ -2,7 +2,8 @@
 
 :func:`read_arrays` returns the requested arrays of an archive written with
 ``np.savez``. Every way the file can be unreadable -- missing, a directory, a
-single ``.npy`` array, not a zip archive, truncated, an array of Python objects
+single ``.npy`` array, not a zip archive, truncated, a compressed member whose
+data is corrupt, an array of Python objects
 (pickle is never enabled), a missing array -- raises the caller's error class
 (a subclass of :class:`NpzFileError`) naming the file, the array and how to
 write the file. Checking the arrays' shapes and values is the caller's part.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -65,6 +67,6 @@ def read_arrays(path: str, names: tuple[str, ...], *, how: str,
         arrays[k] = archive[k]
       except ValueError as e:  # object arrays need pickle, which is never enabled
         raise error(f"{path}: array {k!r} holds Python objects (dtype object); numbers are needed") from e
-      except (OSError, EOFError, zipfile.BadZipFile) as e:
+      except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:  # zlib: np.savez_compressed data
         raise error(f"{path}: array {k!r} cannot be read ({type(e).__name__}: {e})") from e
   return arrays

@@ -5,8 +5,10 @@ classes (the presets are 28x28 grey digits of ten), written here.
 """
 
 import os
+import struct
 import subprocess
 import sys
+import zipfile
 
 from matplotlib import pyplot as plt
 import numpy as np
@@ -110,6 +112,15 @@ def _write_bad(tmp_path, case: str) -> str:
       head = f.read(200)
     with open(path, "wb") as f:
       f.write(head)
+  elif case == "corrupt_deflate":  # np.savez_compressed, the first block header set to the reserved type
+    np.savez_compressed(path, **arrays)
+    with zipfile.ZipFile(path) as z:
+      offset = z.getinfo("images.npy").header_offset
+    with open(path, "r+b") as f:
+      f.seek(offset + 26)
+      name_len, extra_len = struct.unpack("<HH", f.read(4))
+      f.seek(offset + 30 + name_len + extra_len)
+      f.write(b"\x07")
   elif case == "directory":
     os.makedirs(path)
   elif case == "absent":
@@ -137,6 +148,7 @@ def _write_bad(tmp_path, case: str) -> str:
     ("npy", r"holds a single array \(an .npy file\)"),
     ("text", r"is not an .npz archive"),
     ("truncated", r"is not (a readable )?an? \.npz archive"),
+    ("corrupt_deflate", r"array 'images' cannot be read \(error: Error -3 while decompressing data"),
     ("directory", r"is a directory"),
     ("absent", r"absent.npz cannot be read \(No such file or directory\)"),
 ])

@@ -64,9 +64,9 @@ def _peer_rows(budget, num_seeds, means, error, runs_per_s, ours, others, num_ar
   """
   vec, arrays, arrays_hash, *draws = others
   hash_rate = num_arrays / arrays_hash.warm
-  hash_error = float(np.mean(np.asarray(arrays_hash.output) != int(np.argmax(means))))
   vec_rate, arrays_rate = num_seeds / vec.warm, num_arrays / arrays.warm
-  arrays_error = float(np.mean(np.asarray(arrays.output) != int(np.argmax(means))))
+  arrays_error, hash_error = (float(np.mean(np.asarray(t.output) != int(np.argmax(means))))
+                              for t in (arrays, arrays_hash))
   draws_rate = {kind: num_arrays / d.warm for kind, d in zip(varde_arrays.DRAWS, draws)}
   vectorised = {
       "benchmark": f"E1 T={budget}, VarDE only ({num_seeds:,} runs), against NumPy vectorised over seeds",
