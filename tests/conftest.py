@@ -11,6 +11,7 @@ import signal
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 import jax
 
@@ -118,16 +119,24 @@ def kill_after_checkpoint():
   return kill
 
 
+class Resumed(NamedTuple):
+  """What :func:`kill_and_resume` returns."""
+
+  full: dict  # the uninterrupted run's results.json
+  resumed: dict  # the killed-then-resumed run's results.json
+  output: str  # the resuming launch's stdout
+  steps: list  # the steps of the resumed workdir's metrics.jsonl, in file order
+  workdir: str  # the killed-then-resumed run's workdir
+
+
 @pytest.fixture
 def kill_and_resume(kill_after_checkpoint):
-  """``run(launch, tmp_path, step, timeout) -> (full, resumed, output, steps)``: a run killed mid-way, then resumed.
+  """``run(launch, tmp_path, step, timeout) -> Resumed``: a run killed mid-way, then resumed.
 
   ``launch(workdir)`` starts the run as a subprocess (stdout piped). One copy
   runs to its end in ``tmp_path/full``; another, in ``tmp_path/killed``, is
   SIGKILLed once a checkpoint at ``>= step`` is sealed (before it writes
-  ``results.json``) and then launched again there to its end. Returns both
-  runs' ``results.json``, the resumed launch's output and the steps of the
-  resumed workdir's ``metrics.jsonl``.
+  ``results.json``) and then launched again there to its end.
   """
   def finish(proc, timeout):
     out, _ = proc.communicate(timeout=timeout)
@@ -142,5 +151,5 @@ def kill_and_resume(kill_after_checkpoint):
     out = finish(launch(work), timeout)
     results = [json.load(open(os.path.join(d, "results.json"))) for d in (full, work)]
     steps = [json.loads(line)["step"] for line in open(os.path.join(work, "metrics.jsonl"))]
-    return results[0], results[1], out, steps
+    return Resumed(results[0], results[1], out, steps, work)
   return run

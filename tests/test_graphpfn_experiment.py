@@ -117,7 +117,7 @@ def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_and_re
   statistics and hyperparameters bit-identical to an uninterrupted run's (the runs share the test run's
   compilation cache: tests/conftest.py)."""
   # killed once a few batches are checkpointed and sealed, mid-run
-  a, b, out, lines = kill_and_resume(lambda work: _launch(work, python_env), tmp_path, 3, timeout=600)
+  a, b, out, lines, _ = kill_and_resume(lambda work: _launch(work, python_env), tmp_path, 3, timeout=600)
   assert "resumed from checkpoint step" in out
   assert a["tallies_digest"] == b["tallies_digest"]  # every graph's row, bit for bit
   assert a["statistics"] == b["statistics"] and a["hyperparameter_ranges"] == b["hyperparameter_ranges"]

@@ -132,8 +132,7 @@ def _launch(work, env):
 @pytest.mark.slow  # three smoke runs in subprocesses: a few minutes of CPU
 def test_sigkill_mid_run_resumes_bit_identical(tmp_path, python_env, kill_and_resume):
   # killed once step 5's checkpoint is sealed, mid-training
-  a, b, _, lines = kill_and_resume(lambda work: _launch(work, python_env), tmp_path, 5, timeout=900)
-  work = str(tmp_path / "killed")
+  a, b, _, lines, work = kill_and_resume(lambda work: _launch(work, python_env), tmp_path, 5, timeout=900)
   assert b["resumed_from"] >= 5
   assert a["param_digest"] == b["param_digest"]  # parameters bit for bit
   assert a["curve"] == b["curve"]

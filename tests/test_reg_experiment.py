@@ -137,7 +137,7 @@ def _launch(work, data_dir, env, extra=()):
 def test_sigkill_mid_run_resumes_bit_identical(tmp_path, repo_root, python_env, kill_and_resume):
   data_dir = str(tmp_path / "data")
   # killed once a checkpoint of the first unit is sealed, mid-run
-  a, b, _, lines = kill_and_resume(lambda work: _launch(work, data_dir, python_env), tmp_path, 2, timeout=600)
+  a, b, _, lines, _ = kill_and_resume(lambda work: _launch(work, data_dir, python_env), tmp_path, 2, timeout=600)
   assert a["param_digest"] == b["param_digest"]  # parameters bit for bit
   assert a["scores"] == b["scores"] and a["curves"] == b["curves"]
   assert lines == list(range(1, 7))  # the rewound metrics were rewritten once each
