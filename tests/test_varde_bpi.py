@@ -177,3 +177,59 @@ def test_user_problems_run_through_the_launcher(tmp_path):
   c.algorithms = ("varde", "uniform")
   res = runner.run(c, str(tmp_path / "bpi"), log_summary=False)
   assert res["regret"]["file"]["varde"]["64"]["runs"] == 4
+
+
+def _two_state_mdp(stay_reward, move_reward, gamma, reward_std=0.1):
+  """State 0: action 0 stays (``stay_reward``), action 1 moves to the absorbing-in-effect state 1 (``move_reward``)."""
+  p = np.zeros((2, 2, 2))
+  p[0, 0, 0] = p[0, 1, 1] = 1.0
+  p[1, :, 1] = 1.0
+  r = np.array([[stay_reward, 0.0], [move_reward, move_reward]])
+  return mdps.from_dense(p, r, np.full((2, 2), reward_std), gamma=gamma), p, r
+
+
+def _regret_float64(p, r, gamma, policy):
+  """``V*(s0) - V^pi(s0)`` in float64 by value iteration to convergence and an exact solve (a test oracle)."""
+  v = np.zeros(len(r))
+  for _ in range(200_000):
+    v_new = np.max(r + gamma * p @ v, -1)
+    if np.max(np.abs(v_new - v)) < 1e-12:
+      break
+    v = v_new
+  p_pi, r_pi = p[np.arange(len(r)), policy], r[np.arange(len(r)), policy]
+  return v[0] - np.linalg.solve(np.eye(len(r)) - gamma * p_pi, r_pi)[0]
+
+
+@pytest.mark.parametrize("gamma", [0.9, 0.999, 0.9999])
+def test_policy_regret_is_non_negative_and_exact_at_discounts_near_one(gamma):
+  mdp, p, r = _two_state_mdp(1.0, 1.01, gamma)
+  for policy in ([0, 0], [1, 0]):
+    got = float(bpi.policy_regret(mdp, jnp.asarray(policy)))
+    want = _regret_float64(p, r, gamma, np.asarray(policy))
+    assert got >= 0.0
+    assert got == pytest.approx(want, rel=1e-3, abs=1e-6 / (1 - gamma))
+    if want == 0.0:
+      assert got == 0.0  # the optimal policy: no gap anywhere
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 1e6])
+def test_policy_regret_scales_with_the_rewards(scale):
+  mdp = mdps.garnet(jax.random.key(4), 5, 2, 2, reward_std=(0.1, 1.0))
+  policies = jax.random.randint(jax.random.key(5), (8, 5), 0, 2)
+  base = jax.vmap(lambda pi: bpi.policy_regret(mdp, pi))(policies)
+  scaled = jax.vmap(lambda pi: bpi.policy_regret(mdps.scale_rewards(mdp, scale), pi))(policies)
+  assert np.all(np.asarray(scaled) >= 0.0)
+  np.testing.assert_allclose(np.asarray(scaled) / scale, base, rtol=1e-4, atol=1e-6 * float(jnp.max(base)))
+
+
+def test_planning_sweeps_cover_the_horizon_of_any_discount():
+  assert int(bpi.planning_sweeps(0.9, 200)) == 200  # gamma^200 is far below the tail already
+  n = int(bpi.planning_sweeps(0.999, 200))
+  assert 0.999**n <= bpi.PLANNING_TAIL < 0.999 ** (n - 2)
+  # Going to state 1 gains 0.003 per step, about 3 at gamma 0.999: 200 sweeps see too little of it.
+  mdp, _, _ = _two_state_mdp(1.0, 1.003, 0.999, reward_std=0.01)
+  hp = bpi.BPIHparams()
+  alg = bpi.make_algorithm("uniform", hp, 512)
+  policy = bpi.run_bpi(alg, mdp, jax.random.key(0), budget=512, hp=hp).policy
+  assert int(policy[0]) == 1
+  assert float(bpi.policy_regret(mdp, policy)) == 0.0

@@ -89,6 +89,9 @@ class Run(hparams.Hyperparameters):
       yield "budgets", "problem=custom needs explicit budgets, e.g. --config.budgets='(500,)'"
 
 
+MAX_SCORE = 1e37  # VarDE's largest score 2 mu / tau, below float32's 3.4e38 with room for the sums beside it
+
+
 def resolve_budgets(config: ml_collections.ConfigDict) -> tuple[int, ...]:
   """The budgets to run: ``config.budgets``, or the problem's grid for the preset."""
   if config.budgets:
@@ -134,12 +137,26 @@ def _feasibility(config: ml_collections.ConfigDict):
     yield "reference", f"{config.reference!r} is not run; algorithms run: {names}"
 
 
+def _temperatures(config: ml_collections.ConfigDict):
+  """VarDE's scores ``2 mu / tau`` must stay finite in float32 for rewards up to ``max |mean| + 10 max std``."""
+  means = resolve_means(config)
+  stds = np.asarray(config.stds or means, np.float64)
+  scale = float(np.max(np.abs(means)) + 10 * np.max(np.abs(stds)))
+  used = (("varde.taus", config.varde.taus if "varde" in config.algorithms else ()),
+          ("varde.ablation_tau", (config.varde.ablation_tau,) if "varde_known_variance" in config.algorithms else ()))
+  for key, taus in used:
+    for tau in taus:
+      if 2 * scale / tau > MAX_SCORE:
+        yield key, (f"tau={tau:g} makes VarDE's scores 2 mu / tau reach {2 * scale / tau:.3g} for rewards up to "
+                    f"{scale:.3g} (max |mean| + 10 max std), past float32's range; use tau >= {2 * scale / MAX_SCORE:.3g}")
+
+
 SECTIONS = common.declare(
     "varde_bai",
     ("", Run),
     ("varde", varde.VarDEHparams),
     ("baselines", varde.BaselineHparams),
-    checks=(_feasibility,),
+    checks=(_feasibility, _temperatures),
 )
 
 

@@ -21,6 +21,7 @@ import dataclasses
 
 import ml_collections
 
+from envs import trees
 from launch.configs import common
 from methods.common import hparams
 from methods.varde import mcts
@@ -45,6 +46,9 @@ class Run(hparams.Hyperparameters):
   runs_per_instance: int = F(4, "Searches (seeds) per instance.", low=1)
 
 
+MAX_TREE_NODES = 1 << 22  # SyntheticTree nodes per instance (its [nodes, k] arrays are built in full)
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvConfig(hparams.Hyperparameters):
   """Sizes and noise of the tree-search environments (config section ``env``)."""
@@ -61,6 +65,13 @@ class EnvConfig(hparams.Hyperparameters):
   mdp_horizon: int = F(4, "Random MDP search horizon H.", low=1)
   mdp_reward_std: float = F(1.0, "Random MDP reward std.", low=0)
   mdp_gamma: float = F(0.9, "Random MDP discount.", low=0, high=1)
+
+  def checks(self):
+    nodes = trees.num_nodes(self.tree_branching, self.tree_depth)
+    if nodes > MAX_TREE_NODES:
+      yield "tree_branching", (f"a SyntheticTree of {self.tree_branching} actions per node and depth "
+                               f"{self.tree_depth} has {nodes:,} nodes, over the {MAX_TREE_NODES:,} one instance "
+                               "may hold (every node's arrays are built); lower env.tree_branching or env.tree_depth")
 
 
 SECTIONS = common.declare(

@@ -123,10 +123,7 @@ def varde(
     raise ValueError(f"variance={variance!r}; allowed: {VARIANCES}")
   if not tau > 0:
     raise ValueError(f"tau={tau} must be > 0")
-  if num_arms * warm_start > budget:
-    raise ValueError(
-        f"warm_start={warm_start} needs {num_arms * warm_start} pulls > budget={budget}"
-    )
+  core.check_warm_start(num_arms, warm_start, budget)
 
   log_tau = tau if weighting == "lse" else None
 

@@ -49,8 +49,10 @@ def _rate(c: float, scale: str, hardness: jax.Array, budget: int, warm: int) -> 
   return jnp.asarray(c * (budget - warm), jnp.float32) / hardness
 
 
-def _index_algorithm(num_arms, warm_start, select_rule, rate_fn=None, update_fn=None, recommend=None):
-  """Wraps a per-step rule ``select_rule(state, key, t) -> arm`` with a warm start."""
+def _index_algorithm(num_arms, budget, warm_start, select_rule, rate_fn=None, update_fn=None, recommend=None,
+                     warm_what=""):
+  """Wraps a per-step rule ``select_rule(state, key, t) -> arm`` with a warm start (which must fit ``budget``)."""
+  core.check_warm_start(num_arms, warm_start, budget, warm_what)
 
   def init(key, oracle):
     rate = rate_fn(oracle) if rate_fn else jnp.zeros((), jnp.float32)
@@ -108,7 +110,8 @@ def ucbe(*, num_arms: int, budget: int, c: float = 2.0, scale: str = "hardness")
     return jnp.argmax(state.stats.mean + jnp.sqrt(state.rate / n))
 
   return _index_algorithm(
-      num_arms, 1, rule, rate_fn=lambda o: _rate(c, scale, o.hardness, budget, num_arms)
+      num_arms, budget, 1, rule, rate_fn=lambda o: _rate(c, scale, o.hardness, budget, num_arms),
+      warm_what="the warm start of 1 pull per arm"
   )
 
 
@@ -146,9 +149,11 @@ def ugape(*, num_arms: int, budget: int, c: float = 1.0, scale: str = "hardness"
 
   return _index_algorithm(
       num_arms,
+      budget,
       1,
       rule,
       rate_fn=lambda o: _rate(c, scale, o.hardness, budget, num_arms),
+      warm_what="the warm start of 1 pull per arm",
       update_fn=track,
       recommend=recommend,
   )
@@ -167,7 +172,7 @@ def gapev(
   _rate(c, scale, jnp.ones(()), budget, 2 * num_arms)
 
   def hardness_sigma(oracle):
-    gap = jnp.maximum(oracle.gaps, 1e-6)
+    gap = core.gap_floor(oracle.gaps)
     s = oracle.stds
     return jnp.sum((s + jnp.sqrt(s**2 + 16.0 * b * gap / 3.0)) ** 2 / gap**2)
 
@@ -185,9 +190,11 @@ def gapev(
 
   return _index_algorithm(
       num_arms,
+      budget,
       2,
       rule,
       rate_fn=lambda o: _rate(c, scale, hardness_sigma(o), budget, 2 * num_arms),
+      warm_what="the warm start of 2 pulls per arm",
   )
 
 
@@ -244,7 +251,6 @@ def ttts(
   With probability ``beta`` the leader (argmax of one posterior sample) is
   pulled, else the challenger of :func:`ttts_challenger` (Russo, COLT 2016).
   """
-  del budget
   if not 0 < beta < 1:
     raise ValueError(f"beta={beta} must be in (0, 1)")
 
@@ -259,7 +265,7 @@ def ttts(
     challenger = ttts_challenger(k_chal, stats.mean, sd, leader, max_resamples=max_resamples)
     return jnp.where(jax.random.uniform(k_coin) < beta, leader, challenger)
 
-  return _index_algorithm(num_arms, warm_start, rule)
+  return _index_algorithm(num_arms, budget, warm_start, rule)
 
 
 def ocba_targets(means: jax.Array, variances: jax.Array) -> jax.Array:
@@ -281,7 +287,6 @@ def ocba(
     *, num_arms: int, budget: int, warm_start: int = 2, var_floor: float = 0.01
 ) -> core.BAIAlgorithm:
   """Sequential OCBA: pull the arm furthest below its target ``(t + 1) r_i``."""
-  del budget
 
   def rule(state, key, t):
     del key
@@ -290,4 +295,4 @@ def ocba(
     target = (t + 1).astype(jnp.float32) * ocba_targets(stats.mean, var)
     return jnp.argmax(target - stats.count)
 
-  return _index_algorithm(num_arms, warm_start, rule)
+  return _index_algorithm(num_arms, budget, warm_start, rule)

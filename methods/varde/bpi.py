@@ -62,6 +62,8 @@ from methods.common import hparams
 from methods.common import linalg
 
 ALGORITHMS = ("varde", "varde_no_floor", "uniform", "mdp_gape", "bespoke")
+PLANNING_TAIL = 1e-4  # a planning's sweeps leave at most this share gamma^n of the horizon
+MAX_SWEEPS = 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +74,8 @@ class BPIHparams(hparams.Hyperparameters):
   warm_start: int = hparams.field(2, "Samples of every pair (s, a) before any rule (counted in T).", low=1)
   var_floor: float = hparams.field(1e-4, "Floor on the target variances.", low=0)
   replan_every: int = hparams.field(16, "Samples between two plannings on the empirical MDP.", low=1)
-  vi_iters: int = hparams.field(200, "Value-iteration sweeps of each planning.", low=1)
+  vi_iters: int = hparams.field(
+      200, "Value-iteration sweeps of each planning, at least (more where gamma^n > 1e-4: planning_sweeps).", low=1)
   gape_c: float = hparams.field(0.5, "MDP-GapE confidence width c (bonus c sqrt(log T / n) / (1 - gamma)).", low=0)
   gape_horizon: int = hparams.field(10, "MDP-GapE trajectory length before a reset to s0.", low=1)
   floor_c: float = hparams.field(1.0, "VarDE's forced-exploration floor: every pair >= floor(c sqrt(t / (S A))) samples (0: off).",
@@ -114,24 +117,88 @@ def empirical_mdp(stats: Stats, mdp: mdps.TabularMDP) -> mdps.TabularMDP:
   return mdp.replace(succ=succ, prob=prob, reward_mean=stats.reward_sum / jnp.maximum(n, 1.0))
 
 
+def planning_sweeps(gamma: jax.Array, at_least: int) -> jax.Array:
+  """Value-iteration sweeps of a planning: ``at_least``, and enough that ``gamma^n <= 1e-4``.
+
+  A truncated value iteration misses ``gamma^n`` of the horizon's value, so a
+  fixed count that suffices at ``gamma = 0.9`` leaves most of it out at
+  ``gamma = 0.999``. The count is traced (one compilation for every discount)
+  and capped at ``MAX_SWEEPS``.
+  """
+  g = jnp.clip(jnp.asarray(gamma, jnp.float32), 0.0, 1.0 - 1e-7)
+  need = jnp.ceil(jnp.log(PLANNING_TAIL) / jnp.minimum(jnp.log(jnp.maximum(g, 1e-30)), -1e-7))
+  return jnp.clip(need, at_least, MAX_SWEEPS).astype(jnp.int32)
+
+
 def _vi(mdp, iters, tau=0.0, bonus=0.0):
   def body(_, v):
     q = mdp.reward_mean + bonus + mdp.gamma * mdps.expected_next(mdp, v)
     q = jnp.where(mdp.terminal[:, None], 0.0, q)
     return jnp.max(q, -1) if tau == 0 else tau * jax.nn.logsumexp(q / tau, -1)
 
-  v = jax.lax.fori_loop(0, iters, body, jnp.zeros(mdp.num_states, jnp.float32))
+  v = jax.lax.fori_loop(0, planning_sweeps(mdp.gamma, iters), body, jnp.zeros(mdp.num_states, jnp.float32))
   q = jnp.where(mdp.terminal[:, None], 0.0, mdp.reward_mean + bonus + mdp.gamma * mdps.expected_next(mdp, v))
   return v, q
+
+
+def _dense(mdp: mdps.TabularMDP) -> jax.Array:
+  """``[S, A, S]`` transition probabilities from the successor lists."""
+  s = mdp.num_states
+  return jnp.zeros((s, mdp.num_actions, s)).at[
+      jnp.arange(s)[:, None, None], jnp.arange(mdp.num_actions)[None, :, None], mdp.succ
+  ].add(mdp.prob)
+
+
+def _advantages(mdp: mdps.TabularMDP, policy: jax.Array) -> jax.Array:
+  """``[S, A]`` ``Q^pi(s, a) - V^pi(s)`` of a deterministic ``policy [S]``, from relative values.
+
+  ``V^pi = h + c m`` (``m``: the live states, ``h(pin) = 0``, ``rho = (1 - gamma) c``)
+  solves ``h(s) - gamma P_pi(s) h + rho k(s) = r_pi(s)``, ``k(s) = (1 - gamma P_pi(s) m) / (1 - gamma)``:
+  ``h`` and ``rho`` are of the rewards' order whatever the discount, where ``V``
+  grows as ``1 / (1 - gamma)`` and its float32 rounding would swamp the gaps.
+  Then ``Q - V = r + gamma P h - h(s) - rho k(s, a)``; 0 on terminal states.
+  """
+  s = mdp.num_states
+  dense, live, rows = _dense(mdp), ~mdp.terminal, jnp.arange(s)
+  m = live.astype(jnp.float32)
+  k = jnp.where(live[:, None], (1.0 - mdp.gamma * dense @ m) / (1.0 - mdp.gamma), 0.0)  # [S, A]
+  pin = jnp.where(live[mdp.s0], mdp.s0, jnp.argmax(live))
+  a = (jnp.eye(s) - mdp.gamma * dense[rows, policy] * live[:, None]).at[:, pin].set(k[rows, policy])
+  # One matrix per LAPACK call on CPU (see occupancy).
+  x = linalg.solve(jnp.where(jnp.any(live), a, jnp.eye(s)), mdp.reward_mean[rows, policy] * live)
+  rho, h = x[pin], x.at[pin].set(0.0)
+  adv = mdp.reward_mean + mdp.gamma * dense @ h - h[:, None] - rho * k
+  return jnp.where(live[:, None], adv, 0.0)
+
+
+def optimal_advantages(mdp: mdps.TabularMDP, max_rounds: int = 100) -> jax.Array:
+  """``[S, A]`` ``Q*(s, a) - V*(s)`` (<= 0 up to rounding) by policy iteration on :func:`_advantages`.
+
+  Each policy is evaluated exactly (a linear solve), so, unlike a value
+  iteration stopped at an absolute tolerance, the result does not depend on
+  the discount or on the rewards' scale. A state changes its action only when
+  that gains more than ``1e-6`` of its largest ``|Q - V|`` (float32 rounding
+  cannot make the rounds cycle); at most ``max_rounds`` rounds (a few suffice
+  on small MDPs).
+  """
+  rows = jnp.arange(mdp.num_states)
+
+  def body(c):
+    i, policy, _ = c
+    adv = _advantages(mdp, policy)
+    best = jnp.argmax(adv, -1).astype(jnp.int32)
+    new = jnp.where(adv[rows, best] > 1e-6 * jnp.max(jnp.abs(adv), -1), best, policy)
+    return i + 1, new, jnp.any(new != policy)
+
+  start = jnp.argmax(mdp.reward_mean, -1).astype(jnp.int32)
+  _, policy, _ = jax.lax.while_loop(lambda c: c[2] & (c[0] < max_rounds), body, (0, start, jnp.bool_(True)))
+  return _advantages(mdp, policy)
 
 
 def occupancy(mdp: mdps.TabularMDP, policy: jax.Array) -> jax.Array:
   """``[S, A]`` discounted occupancy ``sum_t gamma^t P(s_t = s, a_t = a)`` of ``policy [S, A]`` from ``s0``."""
   s = mdp.num_states
-  dense = jnp.zeros((s, mdp.num_actions, s)).at[
-      jnp.arange(s)[:, None, None], jnp.arange(mdp.num_actions)[None, :, None], mdp.succ
-  ].add(mdp.prob)
-  p_pi = jnp.einsum("sa,sat->st", policy, dense) * (~mdp.terminal)[:, None]
+  p_pi = jnp.einsum("sa,sat->st", policy, _dense(mdp)) * (~mdp.terminal)[:, None]
   # One matrix per LAPACK call on CPU: the runs' batch of solves would otherwise
   # be split over XLA's intra-op pool, which can stop a sharded run (methods.common.linalg).
   d = linalg.solve(jnp.eye(s) - mdp.gamma * p_pi.T, jax.nn.one_hot(mdp.s0, s))
@@ -289,16 +356,18 @@ def run_bpi(algorithm: BPIAlgorithm, mdp: mdps.TabularMDP, key: jax.Array, *, bu
 
 
 def policy_regret(mdp: mdps.TabularMDP, policy: jax.Array) -> jax.Array:
-  """``V*(s0) - V^pi(s0)`` of a deterministic ``policy [S]`` by exact DP on the true MDP.
+  """``V*(s0) - V^pi(s0)`` of a deterministic ``policy [S]`` on the true MDP, exactly.
 
-  ``V^pi(s0) = sum_{s,a} d_pi(s,a) r(s,a)`` over the live states, ``d_pi``
-  the discounted occupancy from ``s0`` (the same linear system as
-  :func:`envs.mdps.policy_value`, transposed).
+  By the performance-difference lemma, ``sum_{s,a} d_pi(s,a) (V*(s) - Q*(s,a))``
+  over the discounted occupancy ``d_pi`` from ``s0`` (:func:`occupancy`), with
+  the gaps of :func:`optimal_advantages`: a sum of non-negative terms, 0 for a
+  greedy policy of ``Q*``. A discount near 1 or rewards of any scale never give
+  a negative regret (a difference of two values of order ``1 / (1 - gamma)``
+  would lose the gaps in the values' float32 rounding).
   """
-  v_star, _ = mdps.value_iteration(mdp, tol=1e-7)
+  adv = optimal_advantages(mdp)
   d = occupancy(mdp, jax.nn.one_hot(policy, mdp.num_actions))
-  v_pi = jnp.sum(d * mdp.reward_mean * (~mdp.terminal)[:, None])
-  return v_star[mdp.s0] - v_pi
+  return jnp.sum(d * (jnp.max(adv, -1, keepdims=True) - adv))
 
 
 def plan_weights(name: str, stats: Stats, mdp: mdps.TabularMDP, hp: BPIHparams) -> Any:

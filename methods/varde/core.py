@@ -63,6 +63,12 @@ def variance_of(m2: jax.Array, count: jax.Array, floor: float = 0.0) -> jax.Arra
   return jnp.where(count >= 2, jnp.maximum(var, floor), jnp.inf)
 
 
+def gap_floor(gaps: jax.Array) -> jax.Array:
+  """``gaps`` floored at ``1e-6`` of the largest: a floor in the rewards' unit, so that rates set from the
+  gaps do not depend on the scale of the rewards."""
+  return jnp.maximum(gaps, 1e-6 * jnp.max(gaps))
+
+
 class Oracle(NamedTuple):
   """Problem knowledge that some baselines are defined to use.
 
@@ -86,8 +92,8 @@ class Oracle(NamedTuple):
 
   @property
   def hardness(self) -> jax.Array:
-    """H1 = sum_k 1 / gap_k^2 (Audibert, Bubeck and Munos, 2010)."""
-    return jnp.sum(1.0 / jnp.maximum(self.gaps, 1e-6) ** 2)
+    """H1 = sum_k 1 / gap_k^2 (Audibert, Bubeck and Munos, 2010); gaps floored at ``1e-6`` of the largest."""
+    return jnp.sum(1.0 / gap_floor(self.gaps) ** 2)
 
 
 class BAIAlgorithm(NamedTuple):
@@ -157,6 +163,12 @@ def run_bai(
 
   state, _ = jax.lax.scan(step, state, jnp.arange(budget, dtype=jnp.int32))
   return Outcome(algorithm.recommend(state).astype(jnp.int32), state.stats.count)
+
+
+def check_warm_start(num_arms: int, pulls_per_arm: int, budget: int, what: str = "") -> None:
+  """Raises ``ValueError`` when a warm start of ``pulls_per_arm`` pulls of every arm does not fit ``budget``."""
+  if num_arms * pulls_per_arm > budget:
+    raise ValueError(f"{what or f'warm_start={pulls_per_arm}'} needs {num_arms * pulls_per_arm} pulls > budget={budget}")
 
 
 def warm_start_order(key: jax.Array, num_arms: int, pulls_per_arm: int) -> jax.Array:

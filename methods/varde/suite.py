@@ -24,7 +24,8 @@ class VarDEHparams(hparams.Hyperparameters):
   """VarDE (Luong et al., 2026, Section 3) and its ablations."""
 
   taus: tuple[float, ...] = hparams.field(
-      (0.05, 0.1, 0.15), "LSE temperatures tau, one VarDE run each.", low=0, low_open=True, nonempty=True
+      (0.05, 0.1, 0.15), "LSE temperatures tau, one VarDE run each.", low=0, low_open=True, nonempty=True,
+      unique=True
   )
   ablation_tau: float = hparams.field(0.1, "tau of the known-variance ablation.", low=0, low_open=True)
   warm_start: int = hparams.field(2, "Pulls of every arm before the greedy rule (counted in T).", low=1)
@@ -36,7 +37,8 @@ class BaselineHparams(hparams.Hyperparameters):
   """The baselines' free choices (their papers' defaults)."""
 
   ucbe_c: tuple[float, ...] = hparams.field(
-      (2.0, 4.0, 8.0), "UCB-E rate constants c, one run each.", low=0, low_open=True, nonempty=True
+      (2.0, 4.0, 8.0), "UCB-E rate constants c, one run each.", low=0, low_open=True, nonempty=True,
+      unique=True
   )
   ugape_c: float = hparams.field(1.0, "UGapE rate constant c.", low=0, low_open=True)
   gapev_c: float = hparams.field(1.0, "GapE-V rate constant c.", low=0, low_open=True)
@@ -74,16 +76,18 @@ class Entry(NamedTuple):
 Factory = Callable[[int, int, VarDEHparams, BaselineHparams], list[Entry]]
 
 
-def _tag(x: float) -> str:
-  return f"{x:g}"
+def _tags(values) -> list[str]:
+  """Labels of ``values`` (distinct floats): ``:g`` (6 digits), or every digit where two would print alike."""
+  short = [f"{x:g}" for x in values]
+  return short if len(set(short)) == len(short) else [repr(float(x)) for x in values]
 
 
 def _varde(k, t, v, b):
   del b
   return [
-      Entry(f"varde_tau{_tag(tau)}", bai.varde(num_arms=k, budget=t, tau=tau, warm_start=v.warm_start,
-                                               var_floor=v.var_floor), True, tau)
-      for tau in v.taus
+      Entry(f"varde_tau{tag}", bai.varde(num_arms=k, budget=t, tau=tau, warm_start=v.warm_start,
+                                         var_floor=v.var_floor), True, tau)
+      for tau, tag in zip(v.taus, _tags(v.taus))
   ]
 
 
@@ -117,7 +121,8 @@ ALGORITHMS: dict[str, Factory] = {
         lambda k, t, b: elimination.sequential_halving(num_arms=k, budget=t, reuse_samples=b.sh_reuse_samples),
     ),
     "ucbe": lambda k, t, v, b: [
-        Entry(f"ucbe_c{_tag(c)}", baselines.ucbe(num_arms=k, budget=t, c=c, scale=b.rate_scale)) for c in b.ucbe_c
+        Entry(f"ucbe_c{tag}", baselines.ucbe(num_arms=k, budget=t, c=c, scale=b.rate_scale))
+        for c, tag in zip(b.ucbe_c, _tags(b.ucbe_c))
     ],
     "ugape": _simple("ugape", lambda k, t, b: baselines.ugape(num_arms=k, budget=t, c=b.ugape_c, scale=b.rate_scale)),
     "gapev": _simple(
@@ -159,5 +164,8 @@ def build_suite(
   for name in names:
     if name not in ALGORITHMS:
       raise ValueError(f"unknown algorithm {name!r}; allowed: {list(ALGORITHMS)}")
-    out += ALGORITHMS[name](num_arms, budget, v, b)
+    try:
+      out += ALGORITHMS[name](num_arms, budget, v, b)
+    except ValueError as e:
+      raise ValueError(f"{name}: {e}") from e
   return out

@@ -71,6 +71,11 @@ def chunk_seed_ids(config, mesh, chunk: int) -> jax.Array:
   return mesh_lib.global_array(ids.shape, mesh_lib.data_sharding(mesh), lambda idx: ids[idx])
 
 
+def _saved(stats: varde.SweepStats) -> dict:
+  """The checkpointed fields: all but empty ones (no VarDE variant run: no Neyman shares; orbax stores no 0-size array)."""
+  return {f: x for f, x in stats._asdict().items() if np.size(x)}
+
+
 def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   """Runs the sweep; returns (and the runner writes) ``results.json``'s content."""
   means = varde_config.resolve_means(config)
@@ -80,12 +85,9 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
 
   built = [make_chunk_fn(config, ctx.mesh, t, means) for t in budgets]
   names = built[0][0]
-  initial = {
-      f"T{t}": varde.SweepStats.zeros(len(names), len(means), len(built[i][1]))._asdict()
-      for i, t in enumerate(budgets)
-  }
-  done, state, _ = ctx.restore_or(initial)
-  tallies = {k: varde.SweepStats(**{f: np.asarray(x) for f, x in v.items()}) for k, v in state.items()}
+  zeros = {f"T{t}": varde.SweepStats.zeros(len(names), len(means), len(built[i][1])) for i, t in enumerate(budgets)}
+  done, state, _ = ctx.restore_or({k: _saved(v) for k, v in zeros.items()})
+  tallies = {k: zeros[k]._replace(**{f: np.asarray(x) for f, x in v.items()}) for k, v in state.items()}
   progress = metrics.Progress(len(units) * config.chunk_size, unit="seeds", start=done * config.chunk_size)
   start = time.perf_counter()
   for unit in range(done, len(units)):
@@ -104,7 +106,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
         **{f"error/{n}": float(e) / max(int(t.runs), 1) for n, e in zip(names, t.errors)},
     )
     progress.update((unit + 1) * config.chunk_size)
-    ctx.save(unit + 1, {k: v._asdict() for k, v in tallies.items()}, force=unit + 1 == len(units))
+    ctx.save(unit + 1, {k: _saved(v) for k, v in tallies.items()}, force=unit + 1 == len(units))
 
   results = bai_report.summarize(config, budgets, names, list(built[0][1]), tallies, means)
   results["wall_time_s"] = time.perf_counter() - start

@@ -43,16 +43,19 @@ class Tally(NamedTuple):
     return Tally(*(np.asarray(a, np.float32) + np.asarray(b, np.float32) for a, b in zip(self, other)))
 
 
-def tally(regret, valid, cluster, num_clusters: int, tol: float = 1e-5) -> Tally:
+def tally(regret, valid, cluster, num_clusters: int, tol: float = 1e-5, scale=1.0) -> Tally:
   """Sums over the valid runs of ``regret [P, R]`` (jax arrays; usable inside jit).
 
-  A run counts as a wrong decision when its regret exceeds ``tol``.
+  A run counts as a wrong decision when its regret exceeds ``tol * scale``
+  (``scale [R]``: the instance's largest ``|mean reward|``, so that the count
+  does not depend on the rewards' unit).
   ``cluster [R]`` (int32 in ``[0, num_clusters)``) names each run's cluster.
   """
   v = valid.astype(jnp.float32)[None, :]
   c = jnp.where(valid, cluster, 0)
   per = jax.vmap(lambda x: jax.ops.segment_sum(x, c, num_segments=num_clusters))(regret * v)
-  return Tally(jnp.sum(valid.astype(jnp.float32)), jnp.sum(regret * v, -1), jnp.sum((regret > tol) * v, -1), per,
+  wrong = regret > tol * jnp.broadcast_to(scale, valid.shape)[None, :]
+  return Tally(jnp.sum(valid.astype(jnp.float32)), jnp.sum(regret * v, -1), jnp.sum(wrong * v, -1), per,
                jax.ops.segment_sum(valid.astype(jnp.float32), c, num_segments=num_clusters))
 
 
@@ -89,7 +92,8 @@ def make_unit_fn(config, mesh, env_index: int, make: Callable, num_instances: in
     inst = (i // config.runs_per_instance) % num_instances
     mdp = jax.vmap(lambda j: make(instance_key(config.seed, env_index, j)))(inst)
     keys = jax.vmap(lambda j: jax.random.fold_in(jax.random.fold_in(run_base, budget), j))(i)
-    return tally(regrets(mdp, keys, budget), valid, cluster_of(i, inst, num_instances == 1), n_clusters)
+    scale = jnp.max(jnp.abs(mdp.reward_mean.reshape(mdp.reward_mean.shape[0], -1)), -1)
+    return tally(regrets(mdp, keys, budget), valid, cluster_of(i, inst, num_instances == 1), n_clusters, scale=scale)
 
   return jax.jit(unit, in_shardings=(mesh_lib.data_sharding(mesh), mesh_lib.replicated(mesh)),
                  out_shardings=mesh_lib.replicated(mesh))
