@@ -6,8 +6,10 @@ first one (or ``time_column``); the observed states are the other columns
 missing observation; lines starting with ``#`` are comments. Times must
 increase strictly; they may skip grid points (e.g. ``0, 1, 2, 4``): the rows
 are laid on the regular grid of the smallest step, and the skipped points
-become missing rows. State names must be plain identifiers (not ``t`` or a
-function name of ModelSMC's expression language).
+become missing rows. State names must be plain identifiers (not ``t``, a
+function name of ModelSMC's expression language or a Python keyword such as
+``lambda``), each listed once and none of them the time column. The file is
+UTF-8; a leading byte-order mark (Excel's "CSV UTF-8") is dropped.
 
 Bounds: the grid may hold at most ``max_grid_points`` rows (times
 ``0, 1e-9, 1`` imply a billion of them: an error naming the row that passes
@@ -24,6 +26,7 @@ line, column or argument. NumPy only.
 from __future__ import annotations
 
 import difflib
+import keyword
 import math
 import os
 from typing import NamedTuple, Sequence
@@ -77,10 +80,12 @@ def _lines(path: str) -> list[tuple[int, str]]:
   """``(line number, text)`` of the non-blank, non-comment lines of ``path``."""
   if not path:
     raise CsvError("no file given")
+  if os.path.isdir(path):
+    raise CsvError(f"{path!r} is a directory, not a file")
   if not os.path.isfile(path):
     raise CsvError(f"{path!r} does not exist")
   try:
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # -sig: drops the byte-order mark of Excel's "CSV UTF-8"
       lines = [(i, ln.rstrip("\r\n")) for i, ln in enumerate(f, start=1)]
   except (OSError, UnicodeDecodeError) as e:
     raise CsvError(f"cannot read {path!r}: {e}") from e
@@ -100,9 +105,16 @@ def _header(path: str, line: tuple[int, str], time_column: str, states: Sequence
   idx = [_pick(s, columns, path, "states") for s in names]
   if not names:
     raise CsvError(f"{path}: no state columns besides the time column {columns[t_idx]!r}")
-  for s in names:
-    if not s.isidentifier() or s in _RESERVED or s.startswith("__"):
-      raise CsvError(f"{path}: column {s!r} cannot name a state (use a plain identifier, not t or a function)")
+  for s, j in zip(names, idx):
+    if j == t_idx:
+      others = [c for k, c in enumerate(columns) if k != t_idx]
+      raise CsvError(f"{path}: the state {s!r} is the time column; the states are among the other columns {others}",
+                     "states")
+    if names.count(s) > 1:
+      raise CsvError(f"{path}: the state {s!r} is listed {names.count(s)} times in {list(names)}", "states")
+    if not s.isidentifier() or keyword.iskeyword(s) or s in _RESERVED or s.startswith("__"):
+      raise CsvError(f"{path}: column {s!r} cannot name a state (use a plain identifier, not t, a function "
+                     "or a Python keyword)")
   return columns, t_idx, names, idx
 
 

@@ -10,6 +10,7 @@ import pytest
 from datasets import timeseries
 from envs import ode_systems
 from launch import config_schema
+from launch import errors
 from launch import runner
 from launch.configs import model_smc as smc_config
 from launch.experiments.model_smc import discover
@@ -89,6 +90,15 @@ def test_reading_missing_cells_gaps_and_overrides(tmp_path):
     (GOOD.replace("position", "a"), {}, "library[0]",
      "'a' (and 5 more bodies) has no parameter, every name in it is a state of ['a', 'velocity']: the state 'a'"),
     (GOOD, {"library_extra": ("position",)}, "library[6]", "'position' has no parameter"),
+    # State names: a Python keyword, a latent state the language reserves, a repeated or time column.
+    (GOOD.replace("velocity", "lambda"), {}, "data.path", "column 'lambda' cannot name a state"),
+    (GOOD, {"data.latent": ("exp",), "data.latent_x0": (1.0,)}, "data.latent", "'exp' must be a new state name"),
+    (GOOD, {"data.latent": ("t",), "data.latent_x0": (1.0,)}, "data.latent", "'t' must be a new state name"),
+    (GOOD, {"data.latent": ("lambda",), "data.latent_x0": (1.0,)}, "data.latent", "'lambda' must be a new state"),
+    (GOOD, {"data.states": ("position", "position")}, "data.states", "'position' is listed 2 times"),
+    (GOOD, {"data.states": ("time", "position")}, "data.states", "the state 'time' is the time column"),
+    (GOOD, {"data.latent": ("h",), "data.latent_x0": (2e4,)}, "problem.state_bound",
+     "latent initial state 'h' reaches 2e+04, but every integrated state is clipped to +-10000"),
 ])
 def test_bad_files_fail_before_any_fit_naming_the_problem(tmp_path, text, overrides, key, words):
   path = tmp_path / "data.csv"
@@ -98,6 +108,16 @@ def test_bad_files_fail_before_any_fit_naming_the_problem(tmp_path, text, overri
     runner.run(_config(path, **overrides), str(tmp_path / "w"))
   assert f"'{key}'" in str(info.value) and words in str(info.value), str(info.value)
   assert not os.path.exists(tmp_path / "w")
+
+
+def test_a_byte_order_mark_is_dropped_and_a_directory_is_named(tmp_path):
+  path = tmp_path / "excel.csv"
+  path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())  # Excel's "CSV UTF-8"
+  d = timeseries.read_csv(str(path), time_column="time")
+  assert d.time_name == "time" and d.states == ("position", "velocity")
+  runner.validate(_config(path, **{"data.time_column": "time"}))
+  with pytest.raises(config_schema.ConfigError, match="'data.path': .* is a directory, not a file"):
+    runner.validate(_config(tmp_path))
 
 
 def test_the_grid_bound_is_a_config_key(tmp_path):
@@ -164,3 +184,21 @@ def test_a_system_from_text_equations():
   lv.task = "lv_sim"
   with pytest.raises(config_schema.ConfigError, match="task=sim"):
     runner.validate(lv)
+
+
+def test_a_keyword_state_in_text_equations_is_named():
+  config = _sim_config(equations=("lambda = -k*lambda",), params=("k=1",), x0=(1.0,))
+  with pytest.raises(config_schema.ConfigError, match="'sim.equations': .*invalid state name 'lambda'"):
+    runner.validate(config)
+
+
+def test_simulated_data_past_the_state_bound_are_refused_before_any_fit():
+  config = _sim_config(equations=("x = -k*x",), params=("k=1",), x0=(1e30,))
+  with pytest.raises(config_schema.ConfigError, match=r"'problem.state_bound': sim.x0: initial state 'x' reaches "
+                     r"1e\+30.*--config.problem.state_bound=1e\+31"):
+    runner.validate(config)
+  grows = _sim_config(equations=("x = k*x",), params=("k=1",), x0=(1.0,))  # e^11.5 = 9.9e4 at the last row
+  runner.validate(grows)
+  with pytest.raises(errors.DataError, match=r"'problem.state_bound': the 'sim' task's data: state 'x' reaches "
+                     r"9\.\d+e\+04.*state_bound=1e\+06"):
+    tasks.build(grows)

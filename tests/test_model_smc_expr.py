@@ -210,6 +210,14 @@ def test_caps_name_the_limit():
     ex.parse("a*z", states=STATES, params=("a",))
 
 
+def test_a_state_name_is_checked_before_the_body_is_parsed():
+  assert ex.is_state_name("prey") and ex.is_state_name("x_1")
+  for bad in ("lambda", "if", "t", "exp", "_x", "1x", "__x", "x" * 33, ""):
+    assert not ex.is_state_name(bad), bad
+  with pytest.raises(ex.UnsafeExpression, match="invalid state name 'lambda'"):
+    ex.parse("a*lambda", states=("prey", "lambda"))  # named, not a SyntaxError of the body
+
+
 def _reference_eval(e, env):
   """An independent evaluator with the math module."""
   if isinstance(e, ex.Num):

@@ -45,9 +45,11 @@ from methods.model_smc.expr_tree import Expr
 from methods.model_smc.expr_tree import FUNCTIONS  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import Limits
 from methods.model_smc.expr_tree import Num
+from methods.model_smc.expr_tree import STATE_NAME_RULE  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import Sym
 from methods.model_smc.expr_tree import UnsafeExpression
 from methods.model_smc.expr_tree import depth  # noqa: F401  (re-exported)
+from methods.model_smc.expr_tree import is_state_name  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import params_of
 from methods.model_smc.expr_tree import size  # noqa: F401  (re-exported)
 from methods.model_smc.expr_tree import to_text
@@ -81,6 +83,8 @@ def parse(
     raise UnsafeExpression("empty expression", text)
   if "\x00" in text:
     raise UnsafeExpression("contains a NUL character", text)
+  # The walker checks the state names first: a keyword state ('lambda') is named, not a SyntaxError.
+  walker = expr_walk.Walker(tuple(states), None if params is None else set(params), limits, text)
   # '^' is power in this language; Python reads it as xor with the wrong
   # precedence, so it is rewritten to '**' before parsing.
   try:
@@ -92,7 +96,6 @@ def parse(
     raise UnsafeExpression(f"not a valid expression ({type(e).__name__}: {e.args[0] if e.args else e})", text) from None
   except (RecursionError, MemoryError):
     raise UnsafeExpression("nesting too deep for the parser", text) from None
-  walker = expr_walk.Walker(tuple(states), None if params is None else set(params), limits, text)
   e = walker.convert(tree.body, 1)
   expr_walk.check_constants(e, walker.fail)
   return e

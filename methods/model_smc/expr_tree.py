@@ -12,6 +12,7 @@ prints a tree with the fewest parentheses that parse back to it.
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import re
 from typing import Optional, Union
 
@@ -22,6 +23,17 @@ UNARY = ("neg",) + FUNCTIONS
 BINARY = ("add", "sub", "mul", "div", "pow")
 TIME = "t"
 IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")  # a state or parameter name
+STATE_NAME_RULE = "letters, digits and _, at most 32 characters; not t, a function name or a Python keyword"
+
+
+def is_state_name(name) -> bool:
+  """Whether ``name`` can name a state: it matches :data:`IDENT` and is not :data:`TIME`, a function or a keyword.
+
+  The one rule of every ModelSMC site that takes state names (the parser, text
+  equations, a file's latent states); :data:`STATE_NAME_RULE` says it in words.
+  """
+  return (isinstance(name, str) and bool(IDENT.match(name)) and not keyword.iskeyword(name) and name != TIME
+          and name not in FUNCTIONS)
 
 
 @dataclasses.dataclass(frozen=True)

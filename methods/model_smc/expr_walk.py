@@ -62,8 +62,8 @@ class Walker:
     self.nodes = 0
     self.seen_params: set[str] = set()
     for s in states:
-      if not _IDENT.match(s) or s == ex.TIME or s in ex.FUNCTIONS:
-        raise ex.UnsafeExpression(f"invalid state name {s!r}")
+      if not ex.is_state_name(s):
+        raise ex.UnsafeExpression(f"invalid state name {s!r} ({ex.STATE_NAME_RULE})")
 
   def fail(self, reason):
     raise ex.UnsafeExpression(reason, self.text)

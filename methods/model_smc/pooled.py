@@ -192,7 +192,7 @@ def pooled_log_normalizer(runs) -> float:
 
 def total_variation(p: dict, q: dict) -> float:
   """``0.5 sum_m |p(m) - q(m)|`` over the union of the keys (a missing key has mass 0)."""
-  return 0.5 * float(sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q)))
+  return 0.5 * math.fsum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))  # exact: any order
 
 
 def visited_posterior(evaluator: Evaluator, prior: st.PriorConfig) -> dict:

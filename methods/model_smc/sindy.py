@@ -7,8 +7,9 @@ observed). Its ODE is integrated from the first observation over all rows
 non-finite from there on). SINDy gives a point estimate, so its predictive
 is the observation model of :class:`methods.model_smc.model.ProblemSpec`
 around the trajectory with the noise scale estimated from the training
-residuals (maximum likelihood): held-out density and interval coverage then
-come from the same functions as for ModelSMC.
+residuals (maximum likelihood; an exact fit gets a small positive floor, see
+:func:`_sigma`): held-out density and interval coverage then come from the
+same functions as for ModelSMC.
 """
 
 from __future__ import annotations
@@ -85,18 +86,36 @@ def fit(y: np.ndarray, *, dt: float, num_fit: int, num_points: int, states: Sequ
     except (ValueError, RuntimeError, OverflowError, FloatingPointError):
       pass
   z[~np.isfinite(z)] = np.nan
-  sigma = np.array([_sigma(z[r0:num_fit, o], y[r0:num_fit, o], noise, noise_offset, log_floor)
+  seen = np.abs(y[r0:num_fit][np.isfinite(y[r0:num_fit])])
+  scale = float(seen.max()) if seen.size and seen.max() > 0 else 1.0
+  sigma = np.array([_sigma(z[r0:num_fit, o], y[r0:num_fit, o], noise, noise_offset, log_floor, scale)
                     for o in range(y.shape[1])])
   return SindyFit(model.equations(precision=4), z, sigma, int(np.count_nonzero(coef)))
 
 
-def _sigma(z, y, noise, offset, floor) -> float:
+SIGMA_FLOOR = 1e-6  # the noise sd of an exact fit, relative to the data's scale
+
+
+def _sigma(z, y, noise, offset, floor, scale) -> float:
+  """Maximum-likelihood noise sd of the residuals of ``y`` around ``z`` (NaN: no residual).
+
+  An exact fit (every residual 0, e.g. a column of zeros) would give sd 0 and
+  a held-out density of ``-inf`` or NaN; its sd is :data:`SIGMA_FLOOR` times
+  the data's scale instead (``scale``, the largest absolute training value of
+  any column, for Gaussian noise; 1 on the log scale of lognormal noise), so
+  it gets a finite, very high density. Any residual that is not 0 gives the
+  plain root mean square.
+  """
   if noise == "lognormal":
     r = np.log(y + offset) - np.log(np.maximum(z + offset, floor))
+    scale = 1.0
   else:
     r = y - z
   r = r[np.isfinite(r)]
-  return float(np.sqrt(np.mean(r * r))) if r.size else math.nan
+  if not r.size:
+    return math.nan
+  rms = float(np.sqrt(np.mean(r * r)))
+  return rms if rms > 0 else SIGMA_FLOOR * scale
 
 
 def log_density(fit_: SindyFit, y: np.ndarray, lo: int, hi: int, *, noise: str, noise_offset: float = 0.0,

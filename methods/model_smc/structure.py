@@ -406,8 +406,9 @@ def parse_system(equations: Sequence[str], params: Sequence[str]) -> tuple[tuple
   must have a value, and every value must be used.
 
   Raises:
-    StructureError: a malformed equation or value, an unknown or unused
-      parameter, or a time-dependent right-hand side (with the reason).
+    StructureError: a malformed equation or value, a name that cannot be a
+      state (:func:`methods.model_smc.expr_tree.is_state_name`), an unknown or
+      unused parameter, or a time-dependent right-hand side (with the reason).
   """
   states, rhs = [], []
   for i, text in enumerate(equations):
@@ -415,6 +416,8 @@ def parse_system(equations: Sequence[str], params: Sequence[str]) -> tuple[tuple
     name = lhs.strip().removesuffix("'")
     if not sep or not name.isidentifier():
       raise StructureError(f"equation {i} {text!r} must read 'state = right-hand side'")
+    if not ex.is_state_name(name):  # before any right-hand side is parsed: 'lambda = ...' is named here
+      raise StructureError(f"equation {i} {text!r}: invalid state name {name!r} ({ex.STATE_NAME_RULE})")
     states.append(name)
     rhs.append(right)
   values = {}

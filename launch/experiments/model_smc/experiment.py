@@ -16,8 +16,6 @@ number of devices).
 
 from __future__ import annotations
 
-import math
-
 from absl import logging
 import ml_collections
 import numpy as np
@@ -59,18 +57,17 @@ def _csv_checks(config):
   if problems:
     yield from problems
     return
-  for s in config.data.latent:
-    if s in d.states or not s.isidentifier():
-      yield "data.latent", f"{s!r} must be a new identifier (the observed states are {list(d.states)})"
-  with np.errstate(invalid="ignore"):
-    peak = np.nanmax(np.abs(d.y), axis=0)
-  over = [(s, float(v)) for s, v in zip(d.states, peak) if v >= config.problem.state_bound]
-  if over:
-    s, v = max(over, key=lambda sv: sv[1])
-    yield "problem.state_bound", (
-        f"{config.data.path}: column {s!r} reaches {v:.3g}, but every integrated state is clipped to "
-        f"+-{config.problem.state_bound:g}, so no structure can follow it; pass "
-        f"--config.problem.state_bound={10 ** math.ceil(math.log10(10 * v)):g} or rescale the column")
+  latent = tuple(config.data.latent)
+  for s in latent:
+    if s in d.states or latent.count(s) > 1 or not ex.is_state_name(s):
+      yield "data.latent", (f"{s!r} must be a new state name, listed once ({ex.STATE_NAME_RULE}); the observed "
+                            f"states are {list(d.states)}")
+      return
+  bound = config.problem.state_bound
+  for what, names, values in (("column", d.states, d.y), ("latent initial state", latent, config.data.latent_x0)):
+    problem = tasks.state_bound_problem(config.data.path, what, names, values, bound) if names else None
+    if problem:
+      yield "problem.state_bound", problem
   if config.problem.noise == "lognormal":
     bad = np.argwhere(d.y + config.problem.noise_offset <= 0)
     if len(bad):
@@ -103,6 +100,12 @@ def _checks(config):
   rows = tasks.num_rows(config) if config.task != "csv" else None
   if rows is not None and not 3 <= config.num_fit < rows:
     yield "num_fit", f"{config.num_fit} training rows; task {config.task!r} has {rows} rows (need 3 <= num_fit < {rows})"
+  if config.task not in smc_config.REAL:  # the simulated data are checked against the bound in tasks.build
+    system = tasks.system_of(config)
+    source = "sim.x0" if config.sim.equations else f"the {config.task!r} task's system {system.name!r}"
+    problem = tasks.state_bound_problem(source, "initial state", system.states, system.x0, config.problem.state_bound)
+    if problem:
+      yield "problem.state_bound", problem
   states = tasks.states_of(config)
   seen, bare = set(), []
   for i, body in enumerate(tasks.library_of(config, states)):

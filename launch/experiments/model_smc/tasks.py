@@ -10,6 +10,7 @@ tasks, the true structure and parameters.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import NamedTuple, Optional
 
@@ -220,11 +221,44 @@ def build(config: ml_collections.ConfigDict) -> Task:
     errors.DataError: an observation or initial state that is not finite
       after the cast to float32 (a missing observation, NaN in the data, is
       allowed; an infinity never is; simulated data must be finite), naming
-      the array, row and state.
+      the array, row and state; or one that reaches ``problem.state_bound``
+      (:func:`state_bound_problem`), naming that key.
   """
   task = _build(config)
-  check_arrays(task, f"the {config.task!r} task's data" if config.task != "csv" else config.data.path)
+  source = f"the {config.task!r} task's data" if config.task != "csv" else config.data.path
+  check_arrays(task, source)
+  for what, names, values in (("state", task.observed_names, task.data.y),
+                              ("initial state", task.states, task.data.x0_ref)):
+    problem = state_bound_problem(source, what, names, values, config.problem.state_bound)
+    if problem:
+      raise errors.DataError(f"'problem.state_bound': {problem}; nothing was fitted")
   return task
+
+
+def state_bound_problem(source: str, what: str, names, values, bound: float) -> Optional[str]:
+  """Why ``values`` cannot be fitted under ``problem.state_bound`` (``None``: every value stays below it).
+
+  Every integrated state is clipped to ``+-bound``, so no structure can follow
+  an observation, or start from an initial state, at or past it.
+
+  Args:
+    source: the file or task the values come from (the message starts with it).
+    what: what a value is, e.g. ``"column"`` or ``"initial state"``.
+    names: ``[N]`` the name of each column of ``values``.
+    values: ``[N]`` or ``[T, N]`` (NaN: missing, ignored).
+    bound: ``problem.state_bound``.
+  """
+  a = np.abs(np.asarray(values, np.float64)).reshape(-1, len(names))
+  peak = np.where(np.isnan(a), 0.0, a).max(axis=0, initial=0.0)
+  over = [(s, float(v)) for s, v in zip(names, peak) if v >= bound]
+  if not over:
+    return None
+  s, v = max(over, key=lambda sv: sv[1])
+  fix = "rescale the data" if what != "column" else "rescale the column"
+  if math.isfinite(v) and v < 1e37:  # a bound that stays finite in float32
+    fix = f"pass --config.problem.state_bound={10.0 ** (math.ceil(math.log10(v)) + 1):g} or {fix}"
+  return (f"{source}: {what} {s!r} reaches {v:.3g}, but every integrated state is clipped to +-{bound:g}, so no "
+          f"structure can follow it; {fix}")
 
 
 def check_arrays(task: Task, source: str) -> None:
