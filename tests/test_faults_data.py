@@ -141,3 +141,53 @@ def test_observations_too_large_to_normalise_are_refused(tmp_path):
   config = _config(tmp_path, path)
   config.data.normalize_observations = False
   assert np.isfinite(reg_data.load(config, "huge", str(tmp_path)).transitions["observations"]).all()
+
+
+@pytest.mark.parametrize("obs_dim, act_dim, key", [(0, 2, "observations"), (5, 0, "actions")])
+def test_a_file_of_zero_columns_is_refused_before_compiling(tmp_path, monkeypatch, obs_dim, act_dim, key):
+  """Before, flax's initialisers divided by zero (a traceback from methods/reg/networks.py)."""
+  path = d4rl_rows.write(tmp_path / "flat.h5", d4rl_rows.rows(40, obs_dim, act_dim))
+
+  def compiled(*args, **kwargs):
+    raise AssertionError("compilation started")
+
+  monkeypatch.setattr(reg_exp, "init_states", compiled)
+  monkeypatch.setattr(reg_exp, "chunk_fn", compiled)
+  with pytest.raises(d4rl.D4RLFormatError, match=f"flat.h5: '{key}' has 0 columns") as e:
+    runner.run(_config(tmp_path, path, reg_config.NO_ENV), str(tmp_path / "run"))
+  assert isinstance(e.value, errors.user_error_types()) and "\n" not in errors.one_line(e.value)
+
+
+@pytest.mark.parametrize("mode, refs, words", [
+    ("reference", (0.0, 0.0), r"scale 9.995e\+44 \(IQL's trajectory-return scale .*hdf5_expert_return are both 0\)"),
+    ("traj_return", (0.0, 0.0), r"scale 9.995e\+44 \(IQL's trajectory-return scale .*reward_scale=traj_return\)"),
+    ("reference", (0.0, 1e-40), r"scale 1e\+43 \(1000 / \|expert - random return\| with random 0 and expert 1e-40 "
+                                r"\(--config.data.hdf5_random_return and --config.data.hdf5_expert_return\)"),
+], ids=["raw_return_fallback", "traj_return", "reference"])
+def test_a_reward_scale_that_overflows_float32_is_named_before_compiling(tmp_path, monkeypatch, mode, refs, words):
+  """Before, the scaled rewards were NaN and the run stopped on non-finite training metrics."""
+  rows = d4rl_rows.rows(40, 5, 2)
+  rows["rewards"][:] = 0.0
+  rows["rewards"][3] = 1e-42  # IQL's scale 1000 / 1e-42 overflows float32
+  path = d4rl_rows.write(tmp_path / "tiny.h5", rows)
+  config = _config(tmp_path, path, reg_config.NO_ENV, refs)
+  config.data.reward_scale = mode
+  monkeypatch.setattr(reg_exp, "init_states", lambda *a, **k: pytest.fail("compilation started"))
+  with pytest.raises(d4rl.D4RLFormatError, match=f"tiny.h5: the reward {words}.*--config.data.reward_scale=none") as e:
+    runner.run(config, str(tmp_path / "run"))
+  assert isinstance(e.value, errors.user_error_types()) and "non-finite in float32" in str(e.value)
+  config.data.reward_scale = "none"
+  assert reg_data.load(config, "tiny", str(tmp_path)).transitions["rewards"][3] == np.float32(1e-42)
+
+
+def test_every_source_checks_its_scaled_rewards(tmp_path):
+  """Generated datasets and D4RL's catalog go through the same check (their scales come from their references)."""
+  q = reg_data.d4rl.qlearning_dataset(d4rl_rows.rows(40, 3, 1))
+  config = reg_config.get_config("smoke")
+  config.data.reward_scale = "reference"
+  with pytest.raises(d4rl.D4RLFormatError, match=r"pendulum-random: the reward scale 1e\+43 .*reference returns "
+                                                 r"generated with pendulum-random.*reward_scale=none"):
+    reg_data._finish("pendulum-random", "pendulum", q, 0.0, 1e-40, 1e43, config, {})
+  config.data.source = "tfds_d4rl"
+  with pytest.raises(d4rl.D4RLFormatError, match=r"d4rl_mujoco_hopper/v2: .*D4RL's reference returns of hopper"):
+    reg_data._finish("hopper-medium-v2", "hopper", q, 0.0, 1e-40, 1e43, config, {"catalog": "d4rl_mujoco_hopper/v2"})

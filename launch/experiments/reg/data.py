@@ -317,7 +317,7 @@ def ensure_generated(config, directory: str) -> None:
 
 
 def _finish(name: str, task: str, rows_q: dict, random_return: float, expert_return: float, scale: float,
-            config, info: dict) -> OfflineData:
+            config, info: dict, origin: str = "") -> OfflineData:
   t = dict(rows_q)
   t["actions"] = np.clip(t["actions"], -config.data.action_clip, config.data.action_clip)
   if config.data.normalize_observations:
@@ -335,7 +335,8 @@ def _finish(name: str, task: str, rows_q: dict, random_return: float, expert_ret
     std = np.ones(t["observations"].shape[1], np.float32)
   t["observations"] = ((t["observations"] - mean) / std).astype(np.float32)
   t["next_observations"] = ((t["next_observations"] - mean) / std).astype(np.float32)
-  t["rewards"] = (t["rewards"] * scale).astype(np.float32)
+  origin = origin or file_checks.scale_origin(config, name, random_return, expert_return)
+  t["rewards"] = file_checks.scaled_rewards(t["rewards"], scale, info.get("path", info.get("catalog", name)), origin)
   t["terminals"] = t["terminals"].astype(np.float32)
   return OfflineData(name, task, t, float(random_return), float(expert_return), mean.astype(np.float32),
                      std.astype(np.float32), float(scale), info)
@@ -415,9 +416,11 @@ def _load_hdf5(config, name: str) -> OfflineData:
     raise d4rl.D4RLDimensionError(f"{e}; a file of other dimensions trains without an environment (not "
                                   f"evaluated) with --config.data.hdf5_task={NO_ENV}") from e
   file_checks.check_flags(rows, path)
+  file_checks.check_columns(rows, path)
   q = d4rl.qlearning_dataset(rows, source=path, validated=True)
+  origin = ""
   if info.get("score") == "raw return" and config.data.reward_scale == "reference":
-    scale = file_checks.user_reward_scale(rows, path)
+    scale, origin = file_checks.user_reward_scale(rows, path), file_checks.IQL_FALLBACK
     logging.info("[reg data] %s: no reference returns given; rewards use IQL's trajectory-return scale", path)
   elif config.data.reward_scale == "traj_return":
     scale = file_checks.user_reward_scale(rows, path)
@@ -427,7 +430,7 @@ def _load_hdf5(config, name: str) -> OfflineData:
     info["score"] = "none"
     logging.info("[reg data] %s: no environment (data.hdf5_task=%s); policies are trained, not evaluated, and the "
                  "offline training metrics are reported", path, NO_ENV)
-  return _finish(name, task, q, r0, r1, scale, config, {"path": path, **info})
+  return _finish(name, task, q, r0, r1, scale, config, {"path": path, **info}, origin)
 
 
 def is_classic(task: str) -> bool:
