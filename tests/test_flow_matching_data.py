@@ -10,6 +10,9 @@ import tensorflow_datasets as tfds
 from PIL import Image
 
 from datasets.images import tfds_catalog
+from launch import errors
+from launch.configs import flow_matching as fm_config
+from launch.experiments.flow_matching import training as fm_training
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -77,3 +80,31 @@ def test_missing_unknown_and_corrupt_datasets_are_named(tmp_path):
   os.remove(path)
   with pytest.raises(tfds_catalog.CatalogError, match="no array_record files for split 'train'"):
     tfds_catalog.load("mnist", "train", data_dir)
+
+
+def _load_catalog(data_dir: str, max_images: int, num_classes: int = 10):
+  config = fm_config.get_config("smoke,dataset=mnist")
+  config.data_dir, config.max_images = data_dir, max_images
+  config.flow.num_classes = config.features.num_classes = num_classes
+  return fm_training.load_data(config, fm_config.hparams_of(config))
+
+
+def test_catalog_class_checks_name_max_images_or_data_dir(tmp_path):
+  """The npz file's class checks run on TFDS data too, before any training, naming the key that chose the rows."""
+  data_dir = str(tmp_path / "data")
+  _write_fixture("mnist", data_dir, {"train": 160, "test": 40})  # 14..27 images per class
+  for k in (10, 7):  # 7: what the flow.num_classes error advised before, which ended in an empty feature-test split
+    with pytest.raises(errors.DataError, match=r"^'max_images': dataset 'mnist' in data_dir .*data \(max_images = 3: "
+                                               r"the first 3 images of each split\): labels: classes \[.*\] of 0..9 "
+                                               r"have no image; raise max_images \(0 reads every image\)"):
+      _load_catalog(data_dir, 3, k)
+  with pytest.raises(errors.DataError, match=r"^'max_images': .*: classes \[.*\] have fewer than 10 images .*every "
+                                             r"class needs 10 for the protocol's stratified split; raise max_images"):
+    _load_catalog(data_dir, 40)
+  data = _load_catalog(data_dir, 0)
+  assert all(set(y.tolist()) == set(range(10)) for y in (data.gen_y, data.feat_y, data.test_y))
+  small = str(tmp_path / "small")
+  _write_fixture("mnist", small, {"train": 40, "test": 10})
+  with pytest.raises(errors.DataError, match=r"^'data_dir': dataset 'mnist' in data_dir .*small: labels: classes "
+                                             r"\[.*\] have fewer than 10 images .*too small; prepare it with `tfds build mnist"):
+    _load_catalog(small, 0)

@@ -163,6 +163,17 @@ def test_bad_files_are_named_before_training(tmp_path, case, match):
     assert "np.savez(path, images=images, labels=labels)" in str(e.value)  # how to write a good one
 
 
+@pytest.mark.parametrize("images", [np.zeros((120, SIDE, SIDE), np.uint8), np.full((120, SIDE, SIDE, 3), 0.5)])
+def test_images_with_no_variation_are_refused_before_training(tmp_path, images):
+  """Every pixel of every image equal: refused naming data_file (was a ZeroDivisionError in KID during training)."""
+  path = str(tmp_path / "const.npz")
+  np.savez(path, images=images, labels=np.arange(len(images)) % CLASSES)
+  with pytest.raises(errors.DataError, match=r"^'data_file': data_file .*const.npz: every pixel of every image is "
+                                             rf"{images.flat[0] / (255 if images.dtype == np.uint8 else 1):g} "
+                                             r"\(no variation\); .*FID / KID are not defined"):
+    _load(_config(path))
+
+
 def test_config_keys_and_shapes_against_the_networks(tmp_path):
   config = fm_config.get_config("smoke,dataset=npz")
   with pytest.raises(config_schema.ConfigError, match="'data_file': dataset=npz reads the images from data_file"):

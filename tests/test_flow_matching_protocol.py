@@ -161,6 +161,18 @@ def test_sample_quality_decodes_embeds_and_scores():
   assert q.kid == pytest.approx(evaluation.kid(real, q.features, subset=20, subsets=2, feature_scale=unit))
 
 
+def test_kid_of_all_zero_real_features_is_an_error_not_a_division_by_zero():
+  ae_hp, f_hp = fm.LatentAEConfig(channels=4, latent_channels=4), fm.FeatureNetConfig(channels=4, features=8)
+  ae = autoencoder.init(jax.random.key(0), (28, 28, 1), hp=ae_hp)
+  feat = feature_net.init(jax.random.key(1), (28, 28, 1), hp=f_hp)
+  latents = jax.random.normal(jax.random.key(2), (30, 7, 7, 4))
+  with pytest.raises(ValueError, match=r"KID has no feature unit: all 320 entries of the real features are 0"):
+    evaluation.sample_quality(latents, np.zeros((40, 8)), scale=2.0, ae_params=ae.params, ae_hp=ae_hp,
+                              feat_params=feat.params, feat_hp=f_hp, protocol=fm.ProtocolConfig(kid_subset=20))
+  real = np.random.default_rng(0).standard_normal((40, 8))
+  assert evaluation.kid_unit(real) == 1.0 / evaluation.feature_rms(real)  # the same float as before
+
+
 def test_flop_counts_agree_with_xla():
   """Analytic counts (matrix products only) are within 20% below XLA's, which adds elementwise work."""
   net = fm.NetConfig(width=32, depth=2, heads=4, patch=1)

@@ -65,20 +65,32 @@ def check(images, labels, *, where: str = "", min_per_class: int = 1) -> tuple[n
     i = int(np.argmax(y))
     raise ImageFileError(f"{pre}array 'labels' has the class {int(y[i])} at index {i}, but {len(y)} images cannot "
                          f"number classes 0..{int(y[i])} without gaps; number the classes 0..K-1")
-  counts = np.bincount(y.astype(np.int64))
+  problem = class_problem(y, min_per_class=min_per_class)
+  if problem:
+    gaps = "; number the classes 0..K-1 without gaps" if "no image" in problem else ""
+    raise ImageFileError(f"{pre}array 'labels'{problem}{gaps}")
+  return x, y.astype(np.int32)
+
+
+def class_problem(labels, *, num_classes: int = 0, min_per_class: int = 1) -> str:
+  """What keeps ``labels`` (non-negative ints) from classes ``0 .. K-1`` that a stratified split can use ("": none).
+
+  A class with no image (``K``: ``num_classes`` if given, else the largest
+  label + 1), a single class (the feature network of FID / KID is a
+  classifier), or a class with fewer than ``min_per_class`` images. The text
+  follows the array's name in an error (``"array 'labels'" + problem``).
+  """
+  counts = np.bincount(np.asarray(labels, np.int64), minlength=num_classes)
   missing = np.flatnonzero(counts == 0).tolist()
   if missing:
-    raise ImageFileError(f"{pre}array 'labels': classes {missing[:10]} of 0..{len(counts) - 1} have no image; "
-                         "number the classes 0..K-1 without gaps")
+    return f": classes {missing[:10]} of 0..{len(counts) - 1} have no image"
   if len(counts) < 2:
-    raise ImageFileError(f"{pre}array 'labels' has one class; the feature network (FID / KID) is a classifier "
-                         "and needs at least two")
+    return " has one class; the feature network (FID / KID) is a classifier and needs at least two"
   few = np.flatnonzero(counts < min_per_class).tolist()
   if few:
-    raise ImageFileError(f"{pre}array 'labels': classes {few[:10]} have fewer than {min_per_class} images "
-                         f"({counts[few[:10]].tolist()}); every class needs {min_per_class} for the protocol's "
-                         "stratified split")
-  return x, y.astype(np.int32)
+    return (f": classes {few[:10]} have fewer than {min_per_class} images ({counts[few[:10]].tolist()}); every "
+            f"class needs {min_per_class} for the protocol's stratified split")
+  return ""
 
 
 def load(path: str, *, min_per_class: int = 1) -> tuple[np.ndarray, np.ndarray]:

@@ -110,6 +110,21 @@ def feature_rms(real_features) -> float:
   return float(np.sqrt(np.mean(np.square(np.asarray(real_features, np.float64)))))
 
 
+def kid_unit(real_features) -> float:
+  """``1 / feature_rms(real_features)``, the scale of KID's features; a ``ValueError`` when it has none.
+
+  Real features that are all zero (images with no variation, or a dead
+  feature network) have no root-mean-square to divide by: no unit makes KIDs
+  of different models comparable, so none is made up.
+  """
+  rms = feature_rms(real_features)
+  if rms == 0.0:
+    raise ValueError(f"KID has no feature unit: all {np.size(real_features)} entries of the real features are 0 "
+                     "(feature_rms = 0), so the feature network maps every reference image to the origin; the "
+                     "reference images must vary and the feature network must not be dead")
+  return 1.0 / rms
+
+
 def kid(real_features, fake_features, *, subset: int = 1000, subsets: int = 10, seed: int = 0,
         feature_scale: float = 1.0) -> float:
   """KID: the mean over ``subsets`` draws of the unbiased MMD^2 (:func:`metrics.kid`) of subsets.
@@ -149,7 +164,8 @@ def sample_quality(latents: jax.Array, real_features, *, scale: float | jax.Arra
 
   KID is computed on features divided by :func:`feature_rms` of the real
   features (a fixed unit per feature network, so KIDs of different models are
-  comparable).
+  comparable); real features that are all zero have no such unit and raise a
+  ``ValueError`` (:func:`kid_unit`).
 
   Args:
     latents: ``[N, h, w, C]`` flow samples ``x1`` in the scaled latent space.
@@ -164,9 +180,9 @@ def sample_quality(latents: jax.Array, real_features, *, scale: float | jax.Arra
     image_channels: channels of the decoded images.
     seed: KID's subsets.
   """
+  unit = kid_unit(real_features)  # before decoding: a set with no unit fails at once
   images = autoencoder.decode(ae_params, latents / scale, hp=ae_hp, image_channels=image_channels)
   logits, feats = (np.asarray(a) for a in feature_net.embed(feat_params, images, hp=feat_hp))
-  unit = 1.0 / feature_rms(real_features)
   return SampleQuality(fid(real_features, feats),
                        kid(real_features, feats, subset=protocol.kid_subset, subsets=protocol.kid_subsets, seed=seed,
                            feature_scale=unit),

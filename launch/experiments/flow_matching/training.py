@@ -42,6 +42,7 @@ from launch import errors
 from launch import mesh as mesh_lib
 from launch import metrics as metrics_lib
 from launch.configs import flow_matching as fm_config
+from launch.experiments.flow_matching import data_checks
 from launch.runtime import Context
 from methods import flow_matching as fm
 from methods.flow_matching import autoencoder, feature_net, guidance, scoring
@@ -58,32 +59,11 @@ class Data(NamedTuple):
   test_y: np.ndarray
 
 
-def _check_images(config, hp: fm_config.Hp, x, y) -> None:
-  """Refuses images the configured networks cannot take (:class:`launch.errors.DataError`), naming the keys."""
-  what = f"data_file {config.data_file}" if config.dataset == "npz" else f"dataset {config.dataset!r}"
-  k = int(np.max(y)) + 1
-  for key in ("flow.num_classes", "features.num_classes"):
-    section, name = key.split(".")
-    if config[section][name] != k:
-      raise errors.DataError(f"'{key}': {what} has {k} classes but {key} = {config[section][name]}; "
-                             f"set --config.flow.num_classes={k} --config.features.num_classes={k}")
-  try:
-    h, w, _ = autoencoder.latent_shape(tuple(x.shape[1:]), hp.autoencoder)
-  except ValueError as e:
-    raise errors.DataError(f"'autoencoder.downsample': {what}: {e}; crop or pad the images, or lower "
-                           "autoencoder.downsample") from e
-  for arch in ("large", "small"):
-    p = config[arch].patch
-    if h % p or w % p:
-      raise errors.DataError(f"'{arch}.patch': {what}: the {h}x{w} latent grid is not divisible by "
-                             f"{arch}.patch = {p}")
-
-
 def load_data(config, hp: fm_config.Hp) -> Data:
   """Reads ``config.dataset`` and splits it (:data:`datasets.images.splits.PROTOCOL_PARTS`, fixed seed).
 
   Every problem with the data is a :class:`launch.errors.DataError` naming the config key (the
-  launcher prints it in one line).
+  launcher prints it in one line); the checks of :func:`data_checks.check` run on every source before the split.
   """
   if config.dataset == "mnist5k":
     x, y = image_builder.raw_arrays("mnist5k")
@@ -103,7 +83,7 @@ def load_data(config, hp: fm_config.Hp) -> Data:
     except tfds_catalog.CatalogError as e:
       raise errors.DataError(f"'data_dir': {e}") from e
     x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-  _check_images(config, hp, x, y)
+  data_checks.check(config, hp, x, y)
   idx = splits.stratified_split(np.asarray(y, np.int64))
   y = np.asarray(y, np.int32)
   return Data(*(a[idx[p]] for p in ("generative", "feature", "feature_test") for a in (x, y)))
