@@ -106,5 +106,6 @@ def test_catalog_class_checks_name_max_images_or_data_dir(tmp_path):
   small = str(tmp_path / "small")
   _write_fixture("mnist", small, {"train": 40, "test": 10})
   with pytest.raises(errors.DataError, match=r"^'data_dir': dataset 'mnist' in data_dir .*small: labels: classes "
-                                             r"\[.*\] have fewer than 10 images .*too small; prepare it with `tfds build mnist"):
+                                             r"\[.*\] have fewer than 10 images .*too small; "
+                                             r"prepare it with `tfds build mnist"):
     _load_catalog(small, 0)
