@@ -128,6 +128,27 @@ def test_a_graph_of_your_own_is_read_under_its_own_name(tmp_path):
 
 
 
+def test_a_planetoid_graph_needs_features_and_two_classes_and_may_be_small(tmp_path):
+  """A graph without a feature column or with one class is a config error; 20 nodes with 100 columns is a graph."""
+  base = ["--config=launch/configs/graphpfn.py:smoke", "--config.planetoid_name=g"]
+  rng = np.random.default_rng(0)
+  n = 60
+  graph = {"senders": np.arange(n - 1), "receivers": np.arange(1, n), "num_train": 10, "test_index": np.arange(45, n)}
+  planetoid.write(str(tmp_path / "nofeat"), "g", x=np.zeros((n, 0)), y=np.arange(n) % 3, **graph)
+  line = _error_line([*base, f"--config.planetoid_dir={tmp_path / 'nofeat'}"])
+  assert "'planetoid_dir'" in line and "ind.g.x: array 'x' has 0 feature columns" in line, line
+  planetoid.write(str(tmp_path / "one"), "g", x=rng.random((n, 5)), y=np.zeros(n, int), **graph)
+  line = _error_line([*base, f"--config.planetoid_dir={tmp_path / 'one'}"])
+  assert "'planetoid_dir'" in line and "ind.g.y/ally/ty: the graph has one class" in line, line
+  assert "node classification needs at least 2" in line, line
+  n = 20  # fewer nodes than the smoke model's num_features (24), more feature columns
+  planetoid.write(str(tmp_path / "small"), "g", x=rng.random((n, 100)), y=np.arange(n) % 3, senders=np.arange(n - 1),
+                  receivers=np.arange(1, n), num_train=6, test_index=np.arange(12, n))
+  config = registry.get("graphpfn").get_config("smoke")
+  config.planetoid_dir, config.planetoid_name = str(tmp_path / "small"), "g"
+  runner.validate(config)
+
+
 def test_the_command_line_names_an_unknown_key_with_its_closest_keys(tmp_path, repo_root, python_env):
   """With the launcher's other flags on the line (``--workdir``), an unknown key still gets the closest keys."""
   cmd = [sys.executable, "-m", "launch.main", "--config=launch/configs/reg.py:smoke", "--config.hdf5_file=x",

@@ -81,6 +81,43 @@ def test_planetoid_bad_files_are_named(tmp_path):
     planetoid.load(directory, "tiny")
 
 
+def test_planetoid_bad_adjacency_entries_are_named(tmp_path):
+  """An adjacency entry that is not a list, or a neighbour id that is not a node id, names the file, node and entry."""
+  for i, (graph, expected) in enumerate([
+      ({0: 5, 1: [2]}, r"ind\.tiny\.graph: array 'graph' has entry 5 \(int\) at node 0; each entry is a list"),
+      ({0: ["a"]}, r"ind\.tiny\.graph: array 'graph' has neighbour 'a' at node 0, which is not an integer node id"),
+      ({3: [2.5]}, r"ind\.tiny\.graph: array 'graph' has neighbour 2\.5 at node 3, which is not an integer"),
+      ({"x": [1]}, r"ind\.tiny\.graph: array 'graph' has node key 'x', which is not an integer node id"),
+      ({0: [-1]}, r"ind\.tiny\.graph: array 'graph' has edge \(0, -1\) with a negative node id"),
+  ]):
+    directory, *_ = _fixture(tmp_path / str(i))
+    _overwrite(directory, "graph", graph)
+    with pytest.raises(planetoid.PlanetoidFormatError, match=expected):
+      planetoid.load(directory, "tiny")
+  directory, *_ = _fixture(tmp_path / "ok")
+  _overwrite(directory, "graph", {0: (1, 2.0), np.int64(3): np.array([4]), 5: {6}})  # tuples, arrays, sets are lists
+  d = planetoid.load(directory, "tiny")
+  np.testing.assert_array_equal(np.c_[d["senders"], d["receivers"]], [[0, 1], [0, 2], [3, 4], [5, 6]])
+
+
+def test_planetoid_huge_test_id_is_refused_before_allocating(tmp_path):
+  """A test id far past the rows would size the feature matrix (1e12 nodes: terabytes); it is refused by name."""
+  directory, *_ = _fixture(tmp_path)
+  with open(os.path.join(directory, "ind.tiny.test.index"), "w") as f:
+    f.writelines(f"{i}\n" for i in [*range(20, 29), 10 ** 12])
+  with pytest.raises(planetoid.PlanetoidFormatError,
+                     match=r"ind\.tiny\.test\.index: array 'test.index' has id 1000000000000, past .* = 40"):
+    planetoid.load(directory, "tiny")
+  with open(os.path.join(directory, "ind.tiny.test.index"), "w") as f:
+    f.writelines(f"{i}\n" for i in [*range(20, 29), 10 ** 30])  # past int64
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"test\.index: array 'test.index' has id 10+, too large"):
+    planetoid.load(directory, "tiny")
+  with open(os.path.join(directory, "ind.tiny.test.index"), "w") as f:
+    f.writelines(f"{i}\n" for i in [*range(20, 29), 39])  # isolated test nodes (as CiteSeer's) pad the range
+  d = planetoid.load(directory, "tiny")
+  assert d["num_nodes"] == 40 and (d["y"][29:39] == -1).all() and not d["x"][29:39].any()
+
+
 def test_planetoid_nan_features_are_named(tmp_path):
   """A NaN feature is refused, naming file, row and column (standardising would have zeroed its column)."""
   directory, x, *_ = _fixture(tmp_path)

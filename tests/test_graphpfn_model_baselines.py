@@ -145,6 +145,22 @@ def test_projection_keeps_a_low_rank_signal():
   chex.assert_shape(real_tasks.project_features(x[:, :2], 3), (300, 2))
 
 
+def test_projection_of_a_graph_with_fewer_nodes_than_features():
+  """n = 20 nodes, 100 columns, num_features = 24: the 20 components there are (the null one, rounding noise, is 0)."""
+  rng = np.random.default_rng(0)
+  x = rng.random((20, 100)) * 1e4
+  z = real_tasks.project_features(x, 24)
+  chex.assert_shape(z, (20, 20))
+  np.testing.assert_allclose(z[:, :19].std(0), 1.0, atol=1e-4)
+  np.testing.assert_array_equal(z[:, 19], 0.0)  # centred columns: rank n - 1
+  np.testing.assert_allclose(np.abs(z[:, :8]), np.abs(real_tasks.project_features(x, 8)), atol=1e-5)
+  np.testing.assert_array_equal(real_tasks.project_features(np.ones((20, 100)), 24), 0.0)
+  t = graphpfn.collate([{"x": z, "y": np.arange(20) % 3, "train_mask": np.arange(20) < 10, "senders": [0],
+                         "receivers": [1], "task": "multiclass"}], buckets=graphpfn.BucketConfig(), num_features=24,
+                       num_classes=10)
+  assert int(t.feature_mask.sum()) == 20
+
+
 def test_planetoid_graph_as_a_task(tmp_path):
   rng = np.random.default_rng(0)
   n, d = 40, 60

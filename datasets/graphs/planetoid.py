@@ -18,6 +18,7 @@ your own written by :func:`write`.
 
 from __future__ import annotations
 
+import operator
 import os
 import pickle
 import re
@@ -81,6 +82,65 @@ def _finite(directory: str, name: str, part: str, x: np.ndarray) -> np.ndarray:
   return x
 
 
+def _test_ids(path: str) -> np.ndarray:
+  """The ids of ``ind.<name>.test.index``, one integer a line (int64)."""
+  try:
+    with open(path) as f:
+      ids = [int(line) for line in f if line.strip()]
+  except FileNotFoundError as e:
+    raise PlanetoidFormatError(f"{path}: missing (array 'test.index')") from e
+  except OSError as e:  # a directory, no permission, ...
+    raise PlanetoidFormatError(f"{path}: cannot read array 'test.index' ({e.strerror or e})") from e
+  except ValueError as e:
+    raise PlanetoidFormatError(f"{path}: array 'test.index' has a line that is not an integer ({e})") from e
+  big = [i for i in ids if abs(i) >= 2 ** 62]
+  if big:
+    raise PlanetoidFormatError(f"{path}: array 'test.index' has id {big[0]}, too large to be a node id")
+  return np.array(ids, np.int64)
+
+
+def _short(value) -> str:
+  r = repr(value)
+  return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _node_id(value) -> int | None:
+  """``value`` as a node id, or ``None`` if it is not an integer (a string, ``2.5``, ``None``, a list, ...)."""
+  if isinstance(value, (float, np.floating)):
+    return int(value) if np.isfinite(value) and float(value).is_integer() else None
+  try:
+    return operator.index(value)
+  except TypeError:
+    return None
+
+
+def _edges(path: str, graph, num_nodes: int) -> np.ndarray:
+  """``[E, 2]`` int32 undirected edges ``u < v`` (sorted, no self-loops) of ``graph``, a dict of adjacency lists."""
+  if not isinstance(graph, Mapping):
+    raise PlanetoidFormatError(f"{path}: array 'graph' is not a dict of adjacency lists")
+  edges = set()
+  for key, nbrs in graph.items():
+    u = _node_id(key)
+    if u is None:
+      raise PlanetoidFormatError(f"{path}: array 'graph' has node key {_short(key)}, which is not an integer node id")
+    if (not isinstance(nbrs, (list, tuple, set, frozenset, np.ndarray))
+        or isinstance(nbrs, np.ndarray) and nbrs.ndim == 0):
+      raise PlanetoidFormatError(f"{path}: array 'graph' has entry {_short(nbrs)} ({type(nbrs).__name__}) at node "
+                                 f"{u}; each entry is a list of neighbour ids")
+    for nbr in nbrs:
+      v = _node_id(nbr)
+      if v is None:
+        raise PlanetoidFormatError(f"{path}: array 'graph' has neighbour {_short(nbr)} at node {u}, which is not an "
+                                   "integer node id")
+      if u < 0 or v < 0:
+        raise PlanetoidFormatError(f"{path}: array 'graph' has edge ({u}, {v}) with a negative node id")
+      if u >= num_nodes or v >= num_nodes:
+        raise PlanetoidFormatError(f"{path}: array 'graph' has edge ({u}, {v}) past the node count {num_nodes}")
+      if u != v:
+        edges.add((min(u, v), max(u, v)))
+  return np.array(sorted(edges), np.int32).reshape(-1, 2)
+
+
 def load(directory: str, name: str) -> dict:
   """Reads ``ind.<name>.*`` from ``directory``.
 
@@ -95,15 +155,7 @@ def load(directory: str, name: str) -> dict:
   """
   arrays = {p: _read(directory, name, p) for p in PARTS}
   idx_path = _path(directory, name, "test.index")
-  try:
-    with open(idx_path) as f:
-      test = np.array([int(line) for line in f if line.strip()], np.int64)
-  except FileNotFoundError as e:
-    raise PlanetoidFormatError(f"{idx_path}: missing (array 'test.index')") from e
-  except OSError as e:  # a directory, no permission, ...
-    raise PlanetoidFormatError(f"{idx_path}: cannot read array 'test.index' ({e.strerror or e})") from e
-  except ValueError as e:
-    raise PlanetoidFormatError(f"{idx_path}: array 'test.index' has a line that is not an integer ({e})") from e
+  test = _test_ids(idx_path)
   rows = {p: _rows(directory, name, p, arrays[p]) for p in PARTS if p != "graph"}
   for feat, lab in (("x", "y"), ("allx", "ally"), ("tx", "ty")):
     if rows[feat] != rows[lab]:
@@ -122,6 +174,12 @@ def load(directory: str, name: str) -> dict:
     raise PlanetoidFormatError(f"{idx_path}: array 'test.index' must hold distinct ids >= len(allx)={n_all}")
   if rows["y"] > n_all:
     raise PlanetoidFormatError(f"{_path(directory, name, 'y')}: array 'y' has {rows['y']} rows, more than 'ally' ({n_all})")
+  # Test ids past the rows are CiteSeer's isolated test nodes (15 of 1000 there): at most len(test) of them.
+  limit = n_all + rows["tx"] + len(test)
+  if len(test) and test.max() >= limit:
+    raise PlanetoidFormatError(
+        f"{idx_path}: array 'test.index' has id {int(test.max())}, past len(allx) + len(tx) + len(test.index) = "
+        f"{limit} (ids without a row, isolated test nodes, pad the test range by at most the number of test ids)")
   num_nodes = max(n_all + rows["tx"], int(test.max()) + 1 if len(test) else 0)
   x = np.zeros((num_nodes, width["x"]), np.float32)
   y = np.full((num_nodes,), -1, np.int32)
@@ -133,18 +191,7 @@ def load(directory: str, name: str) -> dict:
   x[order] = _finite(directory, name, "tx", dense(arrays["tx"]))  # row i of tx is node sorted(test)[i]
   ty = np.asarray(arrays["ty"])
   y[order] = np.where(ty.sum(1) > 0, ty.argmax(1), -1)
-  graph = arrays["graph"]
-  if not isinstance(graph, Mapping):
-    raise PlanetoidFormatError(f"{_path(directory, name, 'graph')}: array 'graph' is not a dict of adjacency lists")
-  edges = set()
-  for u, nbrs in graph.items():
-    for v in nbrs:
-      if not (0 <= int(u) < num_nodes and 0 <= int(v) < num_nodes):
-        raise PlanetoidFormatError(
-            f"{_path(directory, name, 'graph')}: array 'graph' has edge ({u}, {v}) past the node count {num_nodes}")
-      if int(u) != int(v):
-        edges.add((min(int(u), int(v)), max(int(u), int(v))))
-  e = np.array(sorted(edges), np.int32).reshape(-1, 2)
+  e = _edges(_path(directory, name, "graph"), arrays["graph"], num_nodes)
   return {"senders": e[:, 0], "receivers": e[:, 1], "num_nodes": num_nodes, "x": x, "y": y,
           "train_index": np.arange(rows["y"]), "val_index": np.arange(rows["y"], min(rows["y"] + 500, n_all)),
           "test_index": order}

@@ -126,23 +126,30 @@ def project_features(x: np.ndarray, num_features: int) -> np.ndarray:
   labels): centre the columns, keep the top ``num_features`` right singular
   vectors (each signed so its largest-magnitude loading is positive), and
   standardise the projected columns. ``x`` with at most ``num_features``
-  columns is only standardised.
+  columns is only standardised. A graph with fewer nodes ``n`` than
+  ``num_features`` has only ``n`` components: it gets ``n`` columns. A
+  component of singular value zero (at most ``n - 1`` are not: the columns
+  are centred) is a column of zeros, as a constant column is.
   """
   x = np.asarray(x, np.float64)
   if x.shape[1] <= num_features:
     return standardise_columns(x)
   centred = x - x.mean(axis=0)
-  _, _, vt = np.linalg.svd(centred, full_matrices=False)
-  v = vt[:num_features].T
-  top = v[np.argmax(np.abs(v), axis=0), np.arange(num_features)]
-  return standardise_columns(centred @ (v * np.where(top < 0, -1.0, 1.0)[None, :]))
+  _, sv, vt = np.linalg.svd(centred, full_matrices=False)
+  k = min(num_features, vt.shape[0])
+  v = vt[:k].T
+  top = v[np.argmax(np.abs(v), axis=0), np.arange(k)]
+  # numpy's matrix_rank tolerance: a null component is rounding noise, which standardising would blow up
+  null = sv[:k] <= (sv[0] if sv.size else 0.0) * max(x.shape) * np.finfo(np.float64).eps
+  sign = np.where(null, 0.0, np.where(top < 0, -1.0, 1.0))
+  return standardise_columns(centred @ (v * sign[None, :]))
 
 
 def planetoid_task(data: dict, *, num_features: int) -> dict:
   """A graph read by ``datasets.graphs.planetoid.load`` as a multiclass node task.
 
   The public split: labelled ``train_index`` nodes are the context, labelled
-  ``test_index`` nodes are evaluated; features are reduced to
+  ``test_index`` nodes are evaluated; features are reduced to at most
   ``num_features`` by :func:`project_features`.
   """
   n = data["num_nodes"]

@@ -131,6 +131,7 @@ def planetoid_task(hp: gcfg.Hparams) -> dict | None:
 
   Raises:
     ValueError: naming the file at fault (``planetoid.PlanetoidFormatError``),
+      a graph without a feature column or with one class among its labels,
       or the graph's mismatch with the model (more classes than
       ``model.num_classes``, no labelled context or evaluation node, more
       nodes or edges than the largest bucket).
@@ -141,7 +142,15 @@ def planetoid_task(hp: gcfg.Hparams) -> dict | None:
   if not os.path.isdir(directory):
     raise planetoid.PlanetoidFormatError(f"{directory!r} is not a directory")
   name = hp.run.planetoid_name
-  task = real_tasks.planetoid_task(planetoid.load(directory, name), num_features=hp.model.num_features)
+  data = planetoid.load(directory, name)
+  if data["x"].shape[1] == 0:
+    raise ValueError(f"{name} in {directory!r}: ind.{name}.x: array 'x' has 0 feature columns; a graph needs at "
+                     "least one feature column")
+  labels = np.unique(data["y"][data["y"] >= 0])
+  if labels.size == 1:  # none at all is "no labelled training node" below
+    raise ValueError(f"{name} in {directory!r}: ind.{name}.y/ally/ty: the graph has one class (arrays 'y', 'ally', "
+                     f"'ty': every label is {int(labels[0])}); node classification needs at least 2")
+  task = real_tasks.planetoid_task(data, num_features=hp.model.num_features)
   if task["num_classes"] > hp.model.num_classes:
     raise ValueError(f"{name} in {directory!r}: {task['num_classes']} classes, more than "
                      f"model.num_classes={hp.model.num_classes}")
