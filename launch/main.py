@@ -99,9 +99,20 @@ def _quote_hint(argv, line: str) -> str:
       ast.literal_eval(value)
     except (ValueError, SyntaxError):
       words = [w.strip().strip("'\"") for w in value[1:-1].split(",") if w.strip()]
+      if re.search(r"expected (float|int)", line):  # a tuple of numbers with a word that is no number literal
+        bad = [w for w in words if not _is_number(w)]
+        return (f" (--config.{key}={value} is not a tuple of numbers: {', '.join(repr(w) for w in bad)} "
+                f"{'is' if len(bad) == 1 else 'are'} not a number literal)")
       quoted = "(" + ",".join(f'"{w}"' for w in words) + ("," if len(words) == 1 else "") + ")"
       return f" (to pass a tuple of strings, quote each one: --config.{key}='{quoted}')"
   return ""
+
+
+def _is_number(word: str) -> bool:
+  try:
+    return isinstance(ast.literal_eval(word), (int, float))
+  except (ValueError, SyntaxError):
+    return False
 
 
 def _explain(argv, error: Exception) -> str:

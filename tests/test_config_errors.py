@@ -169,6 +169,10 @@ def test_an_unquoted_tuple_of_strings_gets_the_quoting_that_works():
   quoted = ["launch.main", '--config.algorithms=("varde","uniform")']
   assert launcher._quote_hint(quoted, line) == ""  # pylint: disable=protected-access
   assert launcher._quote_hint(argv, "invalid config: 'budgets': ...") == ""  # pylint: disable=protected-access
+  numbers = ["launch.main", "--config.means=(nan,0.4)"]
+  line = "invalid config: 'means': element 0: '(nan,0.4)' has type str; expected float"
+  hint = launcher._quote_hint(numbers, line)  # pylint: disable=protected-access
+  assert hint == " (--config.means=(nan,0.4) is not a tuple of numbers: 'nan' is not a number literal)"
 
 
 def test_a_data_dir_prepared_with_other_settings_is_refused_before_compute(tmp_path):
