@@ -118,6 +118,31 @@ def test_planetoid_huge_test_id_is_refused_before_allocating(tmp_path):
   assert d["num_nodes"] == 40 and (d["y"][29:39] == -1).all() and not d["x"][29:39].any()
 
 
+def test_planetoid_sparse_matrices_declaring_huge_shapes_are_refused_before_allocating(tmp_path):
+  """A SciPy sparse matrix declares its shape apart from its entries: 1e8 rows x 1e4 columns (3.6 TiB dense) in a
+  few bytes is refused by name before any allocation; sparse label rows are read as the one-hot rows they hold."""
+  directory, x, y, _ = _fixture(tmp_path)
+  rows, cols = 10 ** 8, 10 ** 4
+  _overwrite(directory, "allx", sp.csr_matrix((rows, cols), dtype=np.float32))
+  _overwrite(directory, "ally", sp.csr_matrix((rows, 3), dtype=np.float32))
+  for part, shape in (("x", (6, cols)), ("tx", (10, cols))):
+    _overwrite(directory, part, sp.csr_matrix(shape, dtype=np.float32))
+  with open(os.path.join(directory, "ind.tiny.test.index"), "w") as f:
+    f.writelines(f"{rows + i}\n" for i in range(10))
+  with pytest.raises(planetoid.PlanetoidFormatError,
+                     match=r"ind\.tiny\.allx: .* make 100000010 nodes x 10000 feature and 3 label columns, "
+                           r"3726\.4 GiB as dense float32, over half this machine's memory"):
+    planetoid.load(directory, "tiny")
+  directory, *_ = _fixture(tmp_path / "sparse_labels")
+  onehot = np.eye(3, dtype=np.float32)[y]
+  _overwrite(directory, "ally", sp.csr_matrix(onehot[:20]))
+  _overwrite(directory, "ty", sp.lil_matrix(onehot[20:]))
+  np.testing.assert_array_equal(planetoid.load(directory, "tiny")["y"], y)
+  _overwrite(directory, "ty", np.array([["a", "b", "c"]] * 10, object))
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.tiny\.ty: array 'ty' is not numeric"):
+    planetoid.load(directory, "tiny")
+
+
 def test_planetoid_nan_features_are_named(tmp_path):
   """A NaN feature is refused, naming file, row and column (standardising would have zeroed its column)."""
   directory, x, *_ = _fixture(tmp_path)

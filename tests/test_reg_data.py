@@ -192,6 +192,27 @@ def test_builder_roundtrip_and_errors(tmp_path):
     rl_builder.prepare("pendulum", "expert", data, manual)
 
 
+def test_reference_returns_must_differ_to_score(tmp_path, monkeypatch):
+  """Equal (or non-finite) reference returns leave the normalised score and the reference scale undefined (a division
+  by zero): staging refuses them, and a dataset prepared with them is refused by name when the experiment reads it."""
+  from launch.configs import reg as reg_config
+  from launch.experiments.reg import data as reg_data
+  rows = _rows(lengths=(200, 150, 80), terminal=(False, True, False))
+  rows["actions"] = rows["actions"][:, :1].copy()
+  manual = str(tmp_path / "manual")
+  for refs, match in (((-150.0, -150.0), r"'random_return' and 'expert_return' are both -150; the normalised score"),
+                      ((float("nan"), 1.0), r"must be finite numbers"), (("low", 1.0), r"must be finite numbers")):
+    with pytest.raises(d4rl.D4RLFormatError, match=r"metadata of pendulum-medium: .*" + match):
+      rl_builder.stage(manual, "pendulum", "medium", rows, {"random_return": refs[0], "expert_return": refs[1]})
+  assert not os.path.exists(manual)  # nothing staged
+  monkeypatch.setattr(rl_builder, "load", lambda task, kind, directory: (rows, {"random_return": 3.0,
+                                                                                 "expert_return": 3.0}))
+  config = reg_config.get_config("smoke")
+  with pytest.raises(d4rl.D4RLFormatError, match=r"dataset pendulum-medium in .*data: 'random_return' and "
+                                                  r"'expert_return' are both 3;"):
+    reg_data.load(config, "pendulum-medium", str(tmp_path / "data"))
+
+
 def test_suite_composition():
   valid = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool)
   e = dict(

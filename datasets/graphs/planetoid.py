@@ -82,6 +82,35 @@ def _finite(directory: str, name: str, part: str, x: np.ndarray) -> np.ndarray:
   return x
 
 
+def _dense(directory: str, name: str, part: str, a) -> np.ndarray:
+  """Array ``part`` (SciPy sparse, as Planetoid's ``x``/``allx``/``tx``, or dense) as a float32 matrix."""
+  try:
+    return np.asarray(a.todense() if sp.issparse(a) else a, np.float32)
+  except (TypeError, ValueError) as e:
+    raise PlanetoidFormatError(f"{_path(directory, name, part)}: array {part!r} is not numeric ({e})") from e
+
+
+def _memory_bytes() -> int:
+  """This machine's physical memory (0 where the platform does not say)."""
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (AttributeError, ValueError, OSError):
+    return 0
+
+
+def _check_size(directory: str, name: str, num_nodes: int, width: int, classes: int) -> None:
+  """Refuses shapes whose dense float32 features and labels would not fit in half this machine's memory.
+
+  A SciPy sparse matrix declares its shape apart from its entries, so a small file can declare billions of rows.
+  """
+  need, have = 4 * num_nodes * (width + classes), _memory_bytes()
+  if have and need > have // 2:
+    raise PlanetoidFormatError(
+        f"{_path(directory, name, 'allx')}: arrays 'allx', 'tx' and 'test.index' make {num_nodes} nodes x {width} "
+        f"feature and {classes} label columns, {need / 2 ** 30:.1f} GiB as dense float32, over half this machine's "
+        f"memory ({have / 2 ** 30:.1f} GiB); check the shapes the matrices declare")
+
+
 def _test_ids(path: str) -> np.ndarray:
   """The ids of ``ind.<name>.test.index``, one integer a line (int64)."""
   try:
@@ -181,15 +210,15 @@ def load(directory: str, name: str) -> dict:
         f"{idx_path}: array 'test.index' has id {int(test.max())}, past len(allx) + len(tx) + len(test.index) = "
         f"{limit} (ids without a row, isolated test nodes, pad the test range by at most the number of test ids)")
   num_nodes = max(n_all + rows["tx"], int(test.max()) + 1 if len(test) else 0)
+  _check_size(directory, name, num_nodes, width["x"], classes["y"])
   x = np.zeros((num_nodes, width["x"]), np.float32)
   y = np.full((num_nodes,), -1, np.int32)
-  dense = lambda a: np.asarray(a.todense() if sp.issparse(a) else a, np.float32)  # noqa: E731
-  x[:n_all] = _finite(directory, name, "allx", dense(arrays["allx"]))
-  ally = np.asarray(arrays["ally"])
+  x[:n_all] = _finite(directory, name, "allx", _dense(directory, name, "allx", arrays["allx"]))
+  ally = _dense(directory, name, "ally", arrays["ally"])
   y[:n_all] = np.where(ally.sum(1) > 0, ally.argmax(1), -1)
   order = np.sort(test)
-  x[order] = _finite(directory, name, "tx", dense(arrays["tx"]))  # row i of tx is node sorted(test)[i]
-  ty = np.asarray(arrays["ty"])
+  x[order] = _finite(directory, name, "tx", _dense(directory, name, "tx", arrays["tx"]))  # row i of tx is node sorted(test)[i]
+  ty = _dense(directory, name, "ty", arrays["ty"])
   y[order] = np.where(ty.sum(1) > 0, ty.argmax(1), -1)
   e = _edges(_path(directory, name, "graph"), arrays["graph"], num_nodes)
   return {"senders": e[:, 0], "receivers": e[:, 1], "num_nodes": num_nodes, "x": x, "y": y,

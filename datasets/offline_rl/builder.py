@@ -100,12 +100,24 @@ def episode_bounds(rows: Mapping[str, np.ndarray]) -> list[tuple[int, int]]:
   return list(zip(starts, stops))
 
 
+def check_references(random_return, expert_return, source: str) -> None:
+  """The reference returns score ``100 (R - random) / (expert - random)``: two different finite numbers."""
+  values = (random_return, expert_return)
+  if not all(isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v) for v in values):
+    raise d4rl.D4RLFormatError(f"{source}: 'random_return' {random_return!r} and 'expert_return' {expert_return!r} "
+                               "must be finite numbers")
+  if random_return == expert_return:
+    raise d4rl.D4RLFormatError(f"{source}: 'random_return' and 'expert_return' are both {random_return:g}; the "
+                               "normalised score 100 (R - random) / (expert - random) needs two different returns")
+
+
 def stage(manual_dir: str, task: str, kind: str, rows: Mapping[str, np.ndarray], metadata: Mapping) -> str:
   """Writes D4RL ``rows`` and ``metadata`` (must hold ``random_return``/``expert_return``) for the builder."""
   d4rl.validate(rows, f"{task}-{kind}")
   for k in ("random_return", "expert_return"):
     if k not in metadata:
       raise ValueError(f"metadata of {task}-{kind} needs {k!r}")
+  check_references(metadata["random_return"], metadata["expert_return"], f"metadata of {task}-{kind}")
   os.makedirs(manual_dir, exist_ok=True)
   path = os.path.join(manual_dir, f"{config_name(task, kind)}.npz")
   tmp = path + ".tmp.npz"

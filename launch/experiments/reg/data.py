@@ -356,6 +356,7 @@ def load(config, name: str, directory: str) -> OfflineData:
     task, _, kind = name.partition("-")
     rows, meta = rl_builder_module.load(task, kind, directory)
     r0, r1 = meta["random_return"], meta["expert_return"]
+    rl_builder_module.check_references(r0, r1, f"dataset {name} in {directory}")
     info = {k: v for k, v in meta.items() if not isinstance(v, (list, dict))}
     return _finish(name, task, d4rl.qlearning_dataset(rows), r0, r1, _scale(config, rows, r0, r1), config, info)
   if config.data.source == "d4rl_hdf5":
