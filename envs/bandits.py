@@ -175,8 +175,9 @@ def check_custom(means, stds, std_mode: str, budget: int = 1) -> list[tuple[str,
   with np.errstate(over="ignore", under="ignore"):
     all_zero = bool(scale) and not bad and bool(np.all(np.asarray(scale, np.float32) == 0))
   if all_zero:
-    out.append((key, "every std is 0 in float32 (the dtype it is computed in): a noiseless bandit is identified by one pull per arm and its Neyman "
-                     "shares sigma_k / sum(sigma) are 0/0; give at least one arm a positive std"))
+    out.append((key, "every std is 0 in float32 (the dtype it is computed in): a noiseless bandit is identified by "
+                     "one pull per arm and its Neyman shares sigma_k / sum(sigma) are 0/0; give at least one arm a "
+                     "positive std"))
   if not bad and (not stds or len(stds) == len(means)) and means:
     bound = max(abs(m) for m in means) + REWARD_SDS * max(scale)  # std_mode may permute the stds
     limit = math.sqrt(FLOAT32_MAX / max(budget, 1))

@@ -3,10 +3,11 @@
 :func:`load_npz` reads ``P [S, A, S]``, ``reward_mean`` and ``reward_std``
 ``[S, A]`` and a scalar ``discount``, and builds the simulator with
 :func:`envs.mdps.from_dense`. Every way the file can be wrong (not an archive,
-a missing or non-numeric array, a shape, a row of ``P`` that does not sum to
-1, a value that is not finite in float32, rewards whose float32 sums would
-overflow) is an :class:`MDPFileError` naming the file, the array and, where
-there is one, the index.
+compressed data that is corrupt, a missing or non-numeric array, a shape, a
+negative probability, a row of ``P`` that does not sum to 1, a value that is
+not finite in float32, rewards whose float32 sums would overflow) is an
+:class:`MDPFileError` (defined in :mod:`envs.errors`) naming the file, the
+array and, where there is one, the index.
 """
 
 from __future__ import annotations
@@ -14,19 +15,18 @@ from __future__ import annotations
 import math
 import os
 import zipfile
+import zlib
 
 import numpy as np
 
 from envs import mdps
+from envs.errors import MDPFileError
 from envs.limits import FLOAT32_MAX
 from envs.limits import REWARD_SDS
 
 
-class MDPFileError(ValueError):
-  """A user's MDP file is malformed; the message names the file and the array."""
-
-
 ARRAYS = ("P", "reward_mean", "reward_std", "discount")
+ROW_SUM_TOL = 1e-5  # how far a row of P may sum from 1 (rows are renormalised by envs.mdps.from_dense)
 _NPY_MAGIC = b"\x93NUMPY"
 
 
@@ -47,6 +47,16 @@ def _check_float32(name: str, x: np.ndarray, pre: str) -> None:
     value = x[idx] if x.ndim else x
     what = "contains NaN or inf" if not np.isfinite(value) else "overflows float32 (|x| <= 3.4e38, the dtype it is computed in)"
     raise MDPFileError(f"{pre}array {name!r} {what} at index {idx}: {float(value)!r}")
+
+
+def _check_nonnegative(name: str, x: np.ndarray, pre: str) -> None:
+  """Refuses a negative entry, naming the first one's index and value."""
+  neg = x < 0
+  if neg.any():
+    idx = tuple(int(i) for i in np.argwhere(neg)[0])
+    n = int(neg.sum())
+    raise MDPFileError(f"{pre}array {name!r} has {n} negative entr{'y' if n == 1 else 'ies'}; the first at index "
+                       f"{idx}: {float(x[idx])!r}")
 
 
 def check_scale(reward_mean, reward_std, gamma, samples: int = 1, where: str = "") -> None:
@@ -82,6 +92,7 @@ def check_arrays(p, reward_mean, reward_std, gamma, where: str = "", samples: in
   ``samples`` (the most samples of one pair) bounds the rewards through :func:`check_scale`.
   """
   pre = f"{where}: " if where else ""
+  p_stored = p
   p, rm, rs, g = (_numbers(n, x, pre) for n, x in zip(ARRAYS, (p, reward_mean, reward_std, gamma)))
   for name, x in zip(ARRAYS, (p, rm, rs, g)):
     _check_float32(name, x, pre)
@@ -93,14 +104,17 @@ def check_arrays(p, reward_mean, reward_std, gamma, where: str = "", samples: in
   for name, x in (("reward_mean", rm), ("reward_std", rs)):
     if x.shape != (s, a):
       raise MDPFileError(f"{pre}array {name!r} must have shape [S, A] = {(s, a)}; got {x.shape}")
-  if (p < 0).any():
-    raise MDPFileError(f"{pre}array 'P' has negative entries")
-  rows = np.abs(p.sum(-1) - 1.0) > 1e-5
+  _check_nonnegative("P", p, pre)
+  rows = np.abs(p.sum(-1) - 1.0) > ROW_SUM_TOL
   if rows.any():
     bad = [tuple(int(i) for i in ix) for ix in np.argwhere(rows)[:5]]
-    raise MDPFileError(f"{pre}array 'P': rows (s, a) = {bad} do not sum to 1")
-  if (rs < 0).any():
-    raise MDPFileError(f"{pre}array 'reward_std' has negative entries")
+    sums = [float(p[ix].sum()) for ix in bad]
+    hint = ""
+    if np.asarray(p_stored).dtype == np.float16:
+      hint = "; it is stored as float16, whose rounding (about 1e-3) exceeds that: store it as float32 or float64"
+    raise MDPFileError(f"{pre}array 'P': rows (s, a) = {bad} sum to {[f'{x:.7g}' for x in sums]}, not 1 "
+                       f"(within {ROW_SUM_TOL:g}){hint}")
+  _check_nonnegative("reward_std", rs, pre)
   if g.ndim != 0 or not 0 <= float(g) < 1:
     raise MDPFileError(f"{pre}array 'discount' must be a scalar in [0, 1); got {gamma!r}")
   if float(np.float32(g)) >= 1:  # values are computed in float32, where 1 / (1 - discount) would be infinite
@@ -125,7 +139,7 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
     raise MDPFileError(f"{path} is not an .npz archive (not a zip file of arrays); {how}")
   try:
     f = np.load(path, allow_pickle=False)
-  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
     raise MDPFileError(f"{path} is not a readable .npz archive ({type(e).__name__}: "
                        f"{' '.join(str(e).split())[:120]}); {how}") from e
   with f:
@@ -138,8 +152,8 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
         arrays[k] = f[k]
       except ValueError as e:  # object arrays need pickle, which is never enabled
         raise MDPFileError(f"{path}: array {k!r} holds Python objects (dtype object); numbers are needed") from e
-      except (OSError, EOFError, zipfile.BadZipFile) as e:
-        raise MDPFileError(f"{path}: array {k!r} cannot be read ({type(e).__name__}: {e})") from e
+      except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:  # zlib: np.savez_compressed data
+        raise MDPFileError(f"{path}: array {k!r} cannot be read ({type(e).__name__}: {e}); {how}") from e
   return arrays
 
 

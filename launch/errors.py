@@ -13,8 +13,8 @@ derive from these classes; :func:`user_error_types` lists them too.
 
 from __future__ import annotations
 
-from datasets.offline_rl import d4rl
-from envs import mdp_files
+from datasets.offline_rl import errors as d4rl_errors
+from envs import errors as env_errors
 from methods.common import errors as method_errors
 
 VERBOSE_ENV = "ICML26_VERBOSE"
@@ -36,7 +36,7 @@ class DataError(UserError):
 
 def user_error_types() -> tuple[type, ...]:
   """Every exception type that ``launch.main`` reports in one line."""
-  return (UserError, d4rl.D4RLFormatError, mdp_files.MDPFileError, method_errors.UnsafeExpression)
+  return (UserError, d4rl_errors.D4RLFormatError, env_errors.MDPFileError, method_errors.UnsafeExpression)
 
 
 def exit_code(error: BaseException) -> int:

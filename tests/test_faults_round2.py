@@ -14,8 +14,10 @@ import json
 import logging
 import os
 import re
+import struct
 import subprocess
 import sys
+import zipfile
 
 import jax
 import jax.numpy as jnp
@@ -145,6 +147,31 @@ def _directory(path):
   return str(path)
 
 
+def _corrupt_deflate(path):
+  """``np.savez_compressed``, the first deflate block header of 'P' set to the reserved block type."""
+  np.savez_compressed(path, **_mdp_arrays())
+  with zipfile.ZipFile(path) as z:
+    offset = z.getinfo("P.npy").header_offset
+  with open(path, "r+b") as f:
+    f.seek(offset + 26)
+    name_len, extra_len = struct.unpack("<HH", f.read(4))
+    f.seek(offset + 30 + name_len + extra_len)
+    f.write(b"\x07")
+  return str(path)
+
+
+def _negative_p(path):
+  p = _mdp_arrays()["P"]
+  p[2, 1, 1], p[2, 1, 2] = -0.25, 1.25
+  return _npz(path, P=p)
+
+
+def _float16_p(path):
+  p = np.zeros((3, 2, 3))
+  p[:, :, :] = 1.0 / 3.0
+  return _npz(path, P=p.astype(np.float16))
+
+
 def _truncated(path):
   _npz(path)
   data = path.read_bytes()
@@ -160,6 +187,9 @@ def _truncated(path):
     (_npy, "holds a single array (an .npy file)"),
     (_directory, "is a directory, not an .npz file"),
     (_truncated, ".npz"),
+    (_corrupt_deflate, "array 'P' cannot be read (error: Error -3 while decompressing data"),
+    (_negative_p, "array 'P' has 1 negative entry; the first at index (2, 1, 1): -0.25"),
+    (_float16_p, "it is stored as float16, whose rounding (about 1e-3) exceeds that: store it as float32"),
 ])
 def test_unusable_npz_files_are_one_line_errors_naming_the_key_and_file(tmp_path, make, words):
   path = make(tmp_path / ("mdp.npy" if make is _npy else "mdp.npz"))

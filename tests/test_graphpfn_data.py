@@ -143,13 +143,23 @@ def test_planetoid_sparse_matrices_declaring_huge_shapes_are_refused_before_allo
     planetoid.load(directory, "tiny")
 
 
-def test_planetoid_nan_features_are_named(tmp_path):
-  """A NaN feature is refused, naming file, row and column (standardising would have zeroed its column)."""
+def test_planetoid_nan_features_and_labels_are_named(tmp_path):
+  """A NaN feature or label is refused, naming file, row and column.
+
+  Standardising would have zeroed a feature's column; a label row holding NaN
+  would have been read as unlabelled.
+  """
   directory, x, *_ = _fixture(tmp_path)
   allx = x[:20].copy()
   allx[4, 2] = np.nan
   _overwrite(directory, "allx", sp.csr_matrix(allx))
   with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.tiny\.allx.*1 NaN or infinite.*row 4, column 2"):
+    planetoid.load(directory, "tiny")
+  directory, *_ = _fixture(tmp_path / "labels")
+  ty = np.eye(3)[np.zeros(10, int)]
+  ty[7, 1] = np.inf
+  _overwrite(directory, "ty", ty)
+  with pytest.raises(planetoid.PlanetoidFormatError, match=r"ind\.tiny\.ty.*1 NaN or infinite.*row 7, column 1"):
     planetoid.load(directory, "tiny")
 
 

@@ -116,3 +116,16 @@ def test_each_experiment_imports_only_its_own_method_and_the_shared_code():
     used = {f.split("/")[1] for f in closure if f.startswith("methods/") and f.count("/") >= 2} - {"common"}
     own = [m for m in methods if experiment == m or experiment.startswith(m + "_")]
     assert used == set(own), (experiment, sorted(used))
+
+
+def test_the_launchers_error_types_import_no_reader_or_environment():
+  """``launch.errors`` (imported by every experiment) reaches only packages and modules of error types.
+
+  (It once imported ``envs.mdp_files`` and ``datasets.offline_rl.d4rl`` to name their error
+  types, so a change to either marked every block stale.)
+  """
+  root = provenance.ROOT
+  closure = provenance.import_closure(["launch.errors"], root, provenance.import_graph(root))
+  assert "launch/errors.py" in closure
+  others = sorted(f for f in closure if os.path.basename(f) not in ("__init__.py", "errors.py"))
+  assert not others, others

@@ -72,22 +72,24 @@ def _rows(directory, name, part, a) -> int:
   return a.shape[0]
 
 
-def _finite(directory: str, name: str, part: str, x: np.ndarray) -> np.ndarray:
-  """``x``, or :class:`PlanetoidFormatError` naming the first NaN or infinite entry (standardising would zero its column)."""
+def _dense(directory: str, name: str, part: str, a) -> np.ndarray:
+  """Array ``part`` (SciPy sparse, as Planetoid's ``x``/``allx``/``tx``, or dense) as a finite float32 matrix.
+
+  Raises:
+    PlanetoidFormatError: naming the file and the array, for a non-numeric
+      array or the first NaN or infinite entry (standardising would zero a
+      feature's column; a label row would be read as unlabelled).
+  """
+  try:
+    x = np.asarray(a.todense() if sp.issparse(a) else a, np.float32)
+  except (TypeError, ValueError) as e:
+    raise PlanetoidFormatError(f"{_path(directory, name, part)}: array {part!r} is not numeric ({e})") from e
   bad = np.argwhere(~np.isfinite(x))
   if len(bad):
     row, col = bad[0]
     raise PlanetoidFormatError(f"{_path(directory, name, part)}: array {part!r} has {len(bad)} NaN or infinite "
                                f"entries (first: row {row}, column {col}, value {x[row, col]})")
   return x
-
-
-def _dense(directory: str, name: str, part: str, a) -> np.ndarray:
-  """Array ``part`` (SciPy sparse, as Planetoid's ``x``/``allx``/``tx``, or dense) as a float32 matrix."""
-  try:
-    return np.asarray(a.todense() if sp.issparse(a) else a, np.float32)
-  except (TypeError, ValueError) as e:
-    raise PlanetoidFormatError(f"{_path(directory, name, part)}: array {part!r} is not numeric ({e})") from e
 
 
 def _memory_bytes() -> int:
@@ -213,11 +215,11 @@ def load(directory: str, name: str) -> dict:
   _check_size(directory, name, num_nodes, width["x"], classes["y"])
   x = np.zeros((num_nodes, width["x"]), np.float32)
   y = np.full((num_nodes,), -1, np.int32)
-  x[:n_all] = _finite(directory, name, "allx", _dense(directory, name, "allx", arrays["allx"]))
+  x[:n_all] = _dense(directory, name, "allx", arrays["allx"])
   ally = _dense(directory, name, "ally", arrays["ally"])
   y[:n_all] = np.where(ally.sum(1) > 0, ally.argmax(1), -1)
   order = np.sort(test)
-  x[order] = _finite(directory, name, "tx", _dense(directory, name, "tx", arrays["tx"]))  # row i of tx is node sorted(test)[i]
+  x[order] = _dense(directory, name, "tx", arrays["tx"])  # row i of tx is node sorted(test)[i]
   ty = _dense(directory, name, "ty", arrays["ty"])
   y[order] = np.where(ty.sum(1) > 0, ty.argmax(1), -1)
   e = _edges(_path(directory, name, "graph"), arrays["graph"], num_nodes)

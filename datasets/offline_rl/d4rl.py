@@ -20,24 +20,16 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from datasets.offline_rl.errors import D4RLDimensionError
+from datasets.offline_rl.errors import D4RLFileNotFoundError
+from datasets.offline_rl.errors import D4RLFormatError
+
 # d4rl/infos.py, REF_MIN_SCORE / REF_MAX_SCORE (all -v0/-v1/-v2 datasets of a task share them).
 REF_MIN_SCORE = {"halfcheetah": -280.178953, "hopper": -20.272305, "walker2d": 1.629008, "ant": -325.6}
 REF_MAX_SCORE = {"halfcheetah": 12135.0, "hopper": 3234.3, "walker2d": 4592.3, "ant": 3879.7}
 
 REQUIRED_KEYS = ("observations", "actions", "rewards", "terminals", "timeouts")
 DATASET_KINDS = ("random", "medium", "expert", "medium-replay", "medium-expert", "full-replay")
-
-
-class D4RLFormatError(ValueError):
-  """A D4RL file or array dict that is missing keys or has inconsistent shapes."""
-
-
-class D4RLFileNotFoundError(D4RLFormatError, FileNotFoundError):
-  """No file where a D4RL dataset was looked for."""
-
-
-class D4RLDimensionError(D4RLFormatError):
-  """Observations or actions with other dimensions than the environment's."""
 
 
 def task_of(dataset_name: str) -> str:

@@ -149,8 +149,10 @@ def _dense(mdp: mdps.TabularMDP) -> jax.Array:
   ].add(mdp.prob)
 
 
-def _advantages(mdp: mdps.TabularMDP, policy: jax.Array) -> jax.Array:
+def _advantages(mdp: mdps.TabularMDP, policy: jax.Array, dense: jax.Array) -> jax.Array:
   """``[S, A]`` ``Q^pi(s, a) - V^pi(s)`` of a deterministic ``policy [S]``, from relative values.
+
+  ``dense`` is :func:`_dense` of ``mdp`` (built once by the caller, not once per policy).
 
   ``V^pi = h + c m`` (``m``: the live states, ``h(pin) = 0``, ``rho = (1 - gamma) c``)
   solves ``h(s) - gamma P_pi(s) h + rho k(s) = r_pi(s)``, ``k(s) = (1 - gamma P_pi(s) m) / (1 - gamma)``:
@@ -159,7 +161,7 @@ def _advantages(mdp: mdps.TabularMDP, policy: jax.Array) -> jax.Array:
   Then ``Q - V = r + gamma P h - h(s) - rho k(s, a)``; 0 on terminal states.
   """
   s = mdp.num_states
-  dense, live, rows = _dense(mdp), ~mdp.terminal, jnp.arange(s)
+  live, rows = ~mdp.terminal, jnp.arange(s)
   m = live.astype(jnp.float32)
   k = jnp.where(live[:, None], (1.0 - mdp.gamma * dense @ m) / (1.0 - mdp.gamma), 0.0)  # [S, A]
   pin = jnp.where(live[mdp.s0], mdp.s0, jnp.argmax(live))
@@ -181,18 +183,18 @@ def optimal_advantages(mdp: mdps.TabularMDP, max_rounds: int = 100) -> jax.Array
   cannot make the rounds cycle); at most ``max_rounds`` rounds (a few suffice
   on small MDPs).
   """
-  rows = jnp.arange(mdp.num_states)
+  rows, dense = jnp.arange(mdp.num_states), _dense(mdp)
 
   def body(c):
     i, policy, _ = c
-    adv = _advantages(mdp, policy)
+    adv = _advantages(mdp, policy, dense)
     best = jnp.argmax(adv, -1).astype(jnp.int32)
     new = jnp.where(adv[rows, best] > 1e-6 * jnp.max(jnp.abs(adv), -1), best, policy)
     return i + 1, new, jnp.any(new != policy)
 
   start = jnp.argmax(mdp.reward_mean, -1).astype(jnp.int32)
   _, policy, _ = jax.lax.while_loop(lambda c: c[2] & (c[0] < max_rounds), body, (0, start, jnp.bool_(True)))
-  return _advantages(mdp, policy)
+  return _advantages(mdp, policy, dense)
 
 
 def occupancy(mdp: mdps.TabularMDP, policy: jax.Array) -> jax.Array:
