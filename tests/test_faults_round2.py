@@ -14,10 +14,8 @@ import json
 import logging
 import os
 import re
-import struct
 import subprocess
 import sys
-import zipfile
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +39,7 @@ from launch.experiments.reg import data as reg_data
 from launch.experiments.reg import report as reg_report
 
 import d4rl_rows
+import npz_damage
 
 
 def _tree(root: str) -> dict:
@@ -148,16 +147,7 @@ def _directory(path):
 
 
 def _corrupt_deflate(path):
-  """``np.savez_compressed``, the first deflate block header of 'P' set to the reserved block type."""
-  np.savez_compressed(path, **_mdp_arrays())
-  with zipfile.ZipFile(path) as z:
-    offset = z.getinfo("P.npy").header_offset
-  with open(path, "r+b") as f:
-    f.seek(offset + 26)
-    name_len, extra_len = struct.unpack("<HH", f.read(4))
-    f.seek(offset + 30 + name_len + extra_len)
-    f.write(b"\x07")
-  return str(path)
+  return npz_damage.corrupt_compressed(path, _mdp_arrays(), "P")
 
 
 def _negative_p(path):

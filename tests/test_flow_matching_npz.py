@@ -5,10 +5,8 @@ classes (the presets are 28x28 grey digits of ten), written here.
 """
 
 import os
-import struct
 import subprocess
 import sys
-import zipfile
 
 from matplotlib import pyplot as plt
 import numpy as np
@@ -23,6 +21,8 @@ from launch import runner
 from launch.configs import flow_matching as fm_config
 from launch.experiments.flow_matching import report as fm_report
 from launch.experiments.flow_matching import training as fm_training
+
+import npz_damage
 
 CLASSES, PER_CLASS, SIDE = 3, 40, 16
 
@@ -112,15 +112,8 @@ def _write_bad(tmp_path, case: str) -> str:
       head = f.read(200)
     with open(path, "wb") as f:
       f.write(head)
-  elif case == "corrupt_deflate":  # np.savez_compressed, the first block header set to the reserved type
-    np.savez_compressed(path, **arrays)
-    with zipfile.ZipFile(path) as z:
-      offset = z.getinfo("images.npy").header_offset
-    with open(path, "r+b") as f:
-      f.seek(offset + 26)
-      name_len, extra_len = struct.unpack("<HH", f.read(4))
-      f.seek(offset + 30 + name_len + extra_len)
-      f.write(b"\x07")
+  elif case == "corrupt_deflate":
+    npz_damage.corrupt_compressed(path, arrays, "images")
   elif case == "directory":
     os.makedirs(path)
   elif case == "absent":
