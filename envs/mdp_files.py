@@ -92,7 +92,7 @@ def check_arrays(p, reward_mean, reward_std, gamma, where: str = "", samples: in
   ``samples`` (the most samples of one pair) bounds the rewards through :func:`check_scale`.
   """
   pre = f"{where}: " if where else ""
-  p_stored = p
+  p_float16 = np.asarray(p).dtype == np.float16
   p, rm, rs, g = (_numbers(n, x, pre) for n, x in zip(ARRAYS, (p, reward_mean, reward_std, gamma)))
   for name, x in zip(ARRAYS, (p, rm, rs, g)):
     _check_float32(name, x, pre)
@@ -105,12 +105,13 @@ def check_arrays(p, reward_mean, reward_std, gamma, where: str = "", samples: in
     if x.shape != (s, a):
       raise MDPFileError(f"{pre}array {name!r} must have shape [S, A] = {(s, a)}; got {x.shape}")
   _check_nonnegative("P", p, pre)
-  rows = np.abs(p.sum(-1) - 1.0) > ROW_SUM_TOL
+  row_sums = p.sum(-1)
+  rows = np.abs(row_sums - 1.0) > ROW_SUM_TOL
   if rows.any():
     bad = [tuple(int(i) for i in ix) for ix in np.argwhere(rows)[:5]]
-    sums = [float(p[ix].sum()) for ix in bad]
+    sums = [float(row_sums[ix]) for ix in bad]
     hint = ""
-    if np.asarray(p_stored).dtype == np.float16 and max(abs(x - 1.0) for x in sums) < 1e-2:
+    if p_float16 and max(abs(x - 1.0) for x in sums) < 1e-2:
       hint = "; it is stored as float16, whose rounding (about 1e-3) exceeds that: store it as float32 or float64"
     raise MDPFileError(f"{pre}array 'P': rows (s, a) = {bad} sum to {[f'{x:.7g}' for x in sums]}, not 1 "
                        f"(within {ROW_SUM_TOL:g}){hint}")
