@@ -157,9 +157,7 @@ def _negative_p(path):
 
 
 def _float16_p(path):
-  p = np.zeros((3, 2, 3))
-  p[:, :, :] = 1.0 / 3.0
-  return _npz(path, P=p.astype(np.float16))
+  return _npz(path, P=np.full((3, 2, 3), 1.0 / 3.0, np.float16))
 
 
 def _truncated(path):
