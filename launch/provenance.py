@@ -5,7 +5,8 @@ and any of its files that differ from that commit); ``launch.report`` prints
 the commit and config hash in every results block's "Produced by" line, and
 ``launch.report --check`` lists the blocks whose code -- the project modules
 the experiment imports, directly or not (:func:`import_closure`) -- has
-changed since (:func:`changed_files`).
+changed in code since (:func:`changed_files`; a docstring or comment does not
+count).
 
 The import graph is read from the source (``ast``), so computing it imports
 nothing. The architecture test uses the same graph.
@@ -125,10 +126,47 @@ def state(root: str = ROOT) -> dict:
   return {"commit": commit.strip(), "modified": sorted(line[3:] for line in modified.splitlines() if line.strip())}
 
 
+def code_of(source: str) -> Optional[str]:
+  """What of a module's ``source`` can change a result: its syntax tree without docstrings or comments.
+
+  ``None`` when the source does not parse (then any change counts).
+  """
+  try:
+    tree = ast.parse(source)
+  except SyntaxError:
+    return None
+  for node in ast.walk(tree):
+    body = getattr(node, "body", None)
+    if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+        and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)):
+      node.body = body[1:] or [ast.Pass()]
+  return ast.dump(tree)
+
+
+def _same_code(commit: str, path: str, root: str) -> bool:
+  """Whether ``path`` differs from ``commit`` only in docstrings and comments (a Python file in both)."""
+  if not path.endswith(".py"):
+    return False
+  old = _git(["show", f"{commit}:{path}"], root)
+  try:
+    with open(os.path.join(root, path)) as f:
+      new = f.read()
+  except OSError:
+    return False
+  return old is not None and code_of(old) is not None and code_of(old) == code_of(new)
+
+
 def changed_files(commit: str, files: Iterable[str], root: str = ROOT) -> Optional[list[str]]:
-  """Which of ``files`` differ between ``commit`` and the working tree (``None``: commit unknown here)."""
+  """Which of ``files`` differ in code between ``commit`` and the working tree (``None``: commit unknown here).
+
+  A file whose docstrings or comments alone changed (:func:`code_of`) does not count: it cannot
+  change a result.
+  """
   files = list(files)
   if _git(["cat-file", "-e", f"{commit}^{{commit}}"], root) is None:
     return None
   out = _git(["diff", "--name-only", commit, "--", *files], root)
-  return None if out is None else sorted(set(out.split()))
+  if out is None:
+    return None
+  return sorted(f for f in set(out.split()) if not _same_code(commit, f, root))

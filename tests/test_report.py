@@ -86,6 +86,23 @@ def test_check_is_fresh_until_imported_code_changes(project):
   assert rec["status"] == "stale" and "methods/toy/core.py" in rec["detail"]
 
 
+def test_a_docstring_or_comment_alone_does_not_stale_a_block(project):
+  _write(project, "methods/toy/core.py", '"""The toy method."""\n\n# one constant\nX = 1  # unchanged\n')
+  assert {r["status"] for r in report.check(project) if r["block"] == "toy_cpu"} == {"fresh"}
+  _write(project, "methods/toy/core.py", '"""The toy method."""\nX = "1"\n')  # a string that is not a docstring
+  (rec,) = [r for r in report.check(project) if r["block"] == "toy_cpu"]
+  assert rec["status"] == "stale" and "methods/toy/core.py" in rec["detail"]
+
+
+def test_code_of_drops_docstrings_of_modules_classes_and_functions_only():
+  a = '"""m."""\nclass C:\n  """c."""\n  def f(self):\n    """f."""\n    return "s"\n'
+  b = 'class C:\n\n  def f(self):  # note\n    return "s"\n'
+  assert provenance.code_of(a) == provenance.code_of(b)
+  assert provenance.code_of(a) != provenance.code_of(b.replace('"s"', '"t"'))
+  assert provenance.code_of('def f():\n  """only a docstring."""\n') == provenance.code_of("def f():\n  pass\n")
+  assert provenance.code_of("def (") is None
+
+
 def test_check_flags_unknown_commits_and_missing_lines(project):
   _write(project, "docs/toy.md", "<!-- results:toy_cpu -->\nno provenance\n<!-- /results:toy_cpu -->\n"
          "<!-- results:reg_cpu -->\nat commit `0123456789ab`\n<!-- /results:reg_cpu -->\n")
