@@ -1,21 +1,21 @@
-"""A user's tabular MDP from an ``.npz`` file, checked before any compute.
+"""A user's tabular MDP from its arrays, checked before any compute.
 
-:func:`load_npz` reads ``P [S, A, S]``, ``reward_mean`` and ``reward_std``
-``[S, A]`` and a scalar ``discount``, and builds the simulator with
-:func:`envs.mdps.from_dense`. Every way the file can be wrong (not an archive,
-compressed data that is corrupt, a missing or non-numeric array, a shape, a
-negative probability, a row of ``P`` that does not sum to 1, a value that is
-not finite in float32, rewards whose float32 sums would overflow) is an
-:class:`MDPFileError` (defined in :mod:`envs.errors`) naming the file, the
-array and, where there is one, the index.
+:func:`from_arrays` takes ``P [S, A, S]``, ``reward_mean`` and
+``reward_std`` ``[S, A]`` and a scalar ``discount`` (read from an ``.npz``
+file by :func:`datasets.npz_files.read_arrays`, which names every way the
+archive itself can be unreadable) and builds the simulator with
+:func:`envs.mdps.from_dense`. Every way the arrays can be wrong (a missing or
+non-numeric array, a shape, a negative probability, a row of ``P`` that does
+not sum to 1, a value that is not finite in float32, rewards whose float32
+sums would overflow) is an :class:`MDPFileError` (defined in
+:mod:`envs.errors`) naming the file, the array and, where there is one, the
+index.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import zipfile
-import zlib
+from typing import Mapping
 
 import numpy as np
 
@@ -26,8 +26,8 @@ from envs.limits import REWARD_SDS
 
 
 ARRAYS = ("P", "reward_mean", "reward_std", "discount")
+HOW = "write it with np.savez(path, P=..., reward_mean=..., reward_std=..., discount=...)"
 ROW_SUM_TOL = 1e-5  # how far a row of P may sum from 1 (rows are renormalised by envs.mdps.from_dense)
-_NPY_MAGIC = b"\x93NUMPY"
 
 
 def _numbers(name: str, x, pre: str) -> np.ndarray:
@@ -124,53 +124,26 @@ def check_arrays(p, reward_mean, reward_std, gamma, where: str = "", samples: in
   check_scale(rm, rs, float(g), samples, where)
 
 
-def _read_npz(path: str) -> dict[str, np.ndarray]:
-  """The four arrays of an ``.npz`` file; every way it can be unreadable is an :class:`MDPFileError`."""
-  how = "write it with np.savez(path, P=..., reward_mean=..., reward_std=..., discount=...)"
-  if os.path.isdir(path):
-    raise MDPFileError(f"{path} is a directory, not an .npz file; {how}")
-  try:
-    with open(path, "rb") as fh:
-      head = fh.read(len(_NPY_MAGIC))
-  except OSError as e:
-    raise MDPFileError(f"{path} cannot be read ({e.strerror or e})") from e
-  if head == _NPY_MAGIC:
-    raise MDPFileError(f"{path} holds a single array (an .npy file), not an .npz archive of named arrays; {how}")
-  if not zipfile.is_zipfile(path):
-    raise MDPFileError(f"{path} is not an .npz archive (not a zip file of arrays); {how}")
-  try:
-    f = np.load(path, allow_pickle=False)
-  except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
-    raise MDPFileError(f"{path} is not a readable .npz archive ({type(e).__name__}: "
-                       f"{' '.join(str(e).split())[:120]}); {how}") from e
-  with f:
-    missing = [k for k in ARRAYS if k not in f.files]
-    if missing:
-      raise MDPFileError(f"{path}: missing arrays {missing}; found {sorted(f.files)}")
-    arrays = {}
-    for k in ARRAYS:
-      try:
-        arrays[k] = f[k]
-      except ValueError as e:  # object arrays need pickle, which is never enabled
-        raise MDPFileError(f"{path}: array {k!r} holds Python objects (dtype object); numbers are needed") from e
-      except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:  # zlib: np.savez_compressed data
-        raise MDPFileError(f"{path}: array {k!r} cannot be read ({type(e).__name__}: {e}); {how}") from e
-  return arrays
+def from_arrays(arrays: Mapping[str, np.ndarray], *, where: str = "", s0: int = 0, df: float = math.inf,
+                samples: int = 1) -> mdps.TabularMDP:
+  """A user's MDP from arrays ``P [S,A,S]``, ``reward_mean``, ``reward_std`` ``[S,A]`` and ``discount``.
 
-
-def load_npz(path: str, *, s0: int = 0, df: float = math.inf, samples: int = 1) -> mdps.TabularMDP:
-  """A user's MDP from ``.npz`` arrays ``P [S,A,S]``, ``reward_mean``, ``reward_std`` ``[S,A]``, ``discount``.
-
-  Every array must hold numbers that are finite in float32 (the dtype the
-  MDP is computed in); ``samples`` (the largest budget) bounds the rewards
-  through :func:`check_scale`.
+  ``arrays`` is what a reader returns for :data:`ARRAYS` (for an ``.npz``
+  archive, :func:`datasets.npz_files.read_arrays`; the launcher's
+  ``launch.experiments.varde.bpi_envs.load_mdp_file`` composes the two).
+  Every array must hold numbers that are finite in float32 (the dtype the MDP
+  is computed in); ``samples`` (the largest budget) bounds the rewards through
+  :func:`check_scale`.
 
   Raises:
-    MDPFileError: naming the file, and the array and index where there is one.
+    MDPFileError: naming ``where`` (the file), and the array and index where there is one.
   """
-  arrays = _read_npz(path)
-  check_arrays(arrays["P"], arrays["reward_mean"], arrays["reward_std"], arrays["discount"], where=path,
-               samples=samples)
-  if not 0 <= s0 < arrays["P"].shape[0]:
-    raise MDPFileError(f"{path}: start state {s0} is not a state of 'P' (S = {arrays['P'].shape[0]})")
-  return mdps.from_dense(arrays["P"], arrays["reward_mean"], arrays["reward_std"], float(arrays["discount"]), s0=s0, df=df)
+  missing = [k for k in ARRAYS if k not in arrays]
+  if missing:
+    raise MDPFileError(f"{where or 'the MDP'}: missing arrays {missing}; found {sorted(arrays)}; {HOW}")
+  p, rm, rs, g = (arrays[k] for k in ARRAYS)
+  check_arrays(p, rm, rs, g, where=where, samples=samples)
+  s = np.shape(p)[0]
+  if not 0 <= s0 < s:
+    raise MDPFileError(f"{where or 'the MDP'}: start state {s0} is not a state of 'P' (S = {s})")
+  return mdps.from_dense(p, rm, rs, float(g), s0=s0, df=df)

@@ -15,7 +15,7 @@ instances: :func:`synthetic_tree` (in ``envs.trees``), :func:`gridworld`
 (FrozenLake-style slippery moves), :func:`random_mdp`, :func:`riverswim`
 (Strehl and Littman, 2008) and :func:`garnet` (Archibald et al., 1995) with
 high-variance or heavy-tailed rewards; :func:`from_dense` builds one from a
-dense ``P [S, A, S]`` (a user's ``.npz`` file: :func:`envs.mdp_files.load_npz`).
+dense ``P [S, A, S]`` (a user's arrays: :func:`envs.mdp_files.from_arrays`).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from datasets.offline_rl import d4rl
-from envs import mdp_files
+from datasets import npz_files
+from envs import errors as env_errors
 from launch import checkpoint as ckpt_lib
 from launch import config_schema
 from launch import errors
@@ -36,6 +37,7 @@ from launch.configs import reg as reg_config
 from launch.configs import varde_bai as bai_config
 from launch.configs import varde_bpi as bpi_config
 from launch.experiments.reg import data as reg_data
+from launch.experiments.varde import bpi_envs
 from launch.experiments.reg import report as reg_report
 
 import d4rl_rows
@@ -185,8 +187,10 @@ def test_unusable_npz_files_are_one_line_errors_naming_the_key_and_file(tmp_path
     runner.validate(_bpi(path))
   line = _one_line(e.value)
   assert line.startswith(f"invalid config: 'mdp_file': {path}") and words in line, line
-  with pytest.raises(mdp_files.MDPFileError, match=path):  # read inside a run: one line too
-    mdp_files.load_npz(path)
+  with pytest.raises(env_errors.MDPFileError, match=re.escape(path)) as e:  # read inside a run: one line too
+    bpi_envs.load_mdp_file(path)
+  assert words in str(e.value)
+  assert e.value.__cause__ is None or isinstance(e.value.__cause__, npz_files.NpzFileError)
 
 
 def test_a_missing_file_does_not_lock_the_workdir(tmp_path):

@@ -72,12 +72,12 @@ def test_gridworld_is_slippery_and_heavy_tails_keep_the_variance():
   assert abs(float(jnp.var(r)) - 1.0) < 4 * math.sqrt(8 / 100_000)
 
 
-def test_user_mdp_file_is_checked_and_errors_name_the_array(tmp_path):
+def test_user_mdp_arrays_are_checked_and_errors_name_the_file_and_array():
   _, p, rm = _small_mdp()
-  good = tmp_path / "good.npz"
-  np.savez(good, P=p, reward_mean=rm, reward_std=np.full_like(rm, 0.1), discount=0.9)
-  mdp = mdp_files.load_npz(str(good))
-  np.testing.assert_allclose(mdps.policy_value(mdp, jnp.ones((3, 2)) / 2), mdps.policy_value(mdp, jnp.ones((3, 2)) / 2))
+  good = dict(P=p, reward_mean=rm, reward_std=np.full_like(rm, 0.1), discount=0.9)
+  mdp = mdp_files.from_arrays(good, s0=2)
+  np.testing.assert_allclose(np.asarray(mdp.reward_mean), rm, rtol=1e-6)
+  assert int(mdp.s0) == 2 and float(mdp.gamma) == pytest.approx(0.9)
   cases = {
       "rows": (dict(P=p * 1.1), "'P': rows"),
       "shape": (dict(reward_mean=rm[:2]), "'reward_mean' must have shape"),
@@ -85,14 +85,9 @@ def test_user_mdp_file_is_checked_and_errors_name_the_array(tmp_path):
       "gamma": (dict(discount=1.5), "'discount'"),
   }
   for name, (override, msg) in cases.items():
-    arrays = dict(P=p, reward_mean=rm, reward_std=np.full_like(rm, 0.1), discount=0.9, **{})
-    arrays.update(override)
-    path = tmp_path / f"{name}.npz"
-    np.savez(path, **arrays)
-    with pytest.raises(mdp_files.MDPFileError, match=msg.replace("(", r"\(")) as e:
-      mdp_files.load_npz(str(path))
-    assert str(path) in str(e.value)
-  bad = tmp_path / "missing.npz"
-  np.savez(bad, P=p)
-  with pytest.raises(mdp_files.MDPFileError, match="missing arrays"):
-    mdp_files.load_npz(str(bad))
+    with pytest.raises(mdp_files.MDPFileError, match=f"^{name}.npz: .*" + msg.replace("(", r"\(")):
+      mdp_files.from_arrays({**good, **override}, where=f"{name}.npz")
+  with pytest.raises(mdp_files.MDPFileError, match=r"missing arrays \['reward_mean', 'reward_std', 'discount'\]"):
+    mdp_files.from_arrays(dict(P=p), where="missing.npz")
+  with pytest.raises(mdp_files.MDPFileError, match=r"start state 3 is not a state of 'P' \(S = 3\)"):
+    mdp_files.from_arrays(good, s0=3)

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from envs import mdp_files
+from envs.errors import MDPFileError
 from launch import mesh as mesh_lib
 from launch.configs import varde_bpi as bpi_config
 from launch.experiments.varde import bpi_envs
@@ -77,8 +77,8 @@ def _data_checks(config):
       yield "mdp_file", f"{config.mdp_file!r} does not exist"
       return
     try:
-      file_shape = mdp_files.load_npz(config.mdp_file, samples=max(config.budgets)).reward_mean.shape
-    except mdp_files.MDPFileError as e:
+      file_shape = bpi_envs.load_mdp_file(config.mdp_file, samples=max(config.budgets)).reward_mean.shape
+    except MDPFileError as e:
       yield "mdp_file", str(e)
       return
     if config.start_state >= file_shape[0]:
