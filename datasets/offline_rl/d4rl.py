@@ -62,7 +62,6 @@ def validate(data: Mapping[str, np.ndarray], source: str = "dataset", *, dims: O
   Args:
     data: D4RL arrays.
     source: what to name in errors (a file path).
-    validated: ``data`` already passed :func:`validate` (:func:`load_hdf5` does).
     dims: ``(observation_dim, action_dim)`` of the environment ``env``, if known.
     env: the environment's name, for errors.
   """
