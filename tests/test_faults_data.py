@@ -145,7 +145,7 @@ def test_observations_too_large_to_normalise_are_refused(tmp_path):
 
 @pytest.mark.parametrize("obs_dim, act_dim, key", [(0, 2, "observations"), (5, 0, "actions")])
 def test_a_file_of_zero_columns_is_refused_before_compiling(tmp_path, monkeypatch, obs_dim, act_dim, key):
-  """Before, flax's initialisers divided by zero (a traceback from methods/reg/networks.py)."""
+  """A named error, not flax's initialisers dividing by zero (a traceback from methods/reg/networks.py)."""
   path = d4rl_rows.write(tmp_path / "flat.h5", d4rl_rows.rows(40, obs_dim, act_dim))
 
   def compiled(*args, **kwargs):
@@ -165,7 +165,7 @@ def test_a_file_of_zero_columns_is_refused_before_compiling(tmp_path, monkeypatc
                                 r"\(--config.data.hdf5_random_return and --config.data.hdf5_expert_return\)"),
 ], ids=["raw_return_fallback", "traj_return", "reference"])
 def test_a_reward_scale_that_overflows_float32_is_named_before_compiling(tmp_path, monkeypatch, mode, refs, words):
-  """Before, the scaled rewards were NaN and the run stopped on non-finite training metrics."""
+  """A named error, not NaN scaled rewards and a stop on non-finite training metrics."""
   rows = d4rl_rows.rows(40, 5, 2)
   rows["rewards"][:] = 0.0
   rows["rewards"][3] = 1e-42  # IQL's scale 1000 / 1e-42 overflows float32

@@ -270,7 +270,7 @@ ISSUE_REPLIES = (  # the issue's replies, each with a term outside the pelts' li
 
 @pytest.mark.slow
 def test_an_llm_run_whose_replies_grow_the_library_finishes(tmp_path):
-  """Before: ``TypeError: mul got incompatible shapes for broadcasting`` in the predictive draws, no results.
+  """No ``TypeError: mul got incompatible shapes for broadcasting`` in the predictive draws: the run has results.
 
   The replies add ``c0*hare/(1 + lynx)`` and ``c0*hare/(lynx - lynx)`` (the
   second fails every fit: a counted failed fit, never a particle with mass)

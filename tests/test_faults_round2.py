@@ -240,7 +240,7 @@ def _kill_after_first_save(monkeypatch):
 
 
 def test_data_changed_after_a_kill_is_refused_and_a_restart_keeps_the_old_run(tmp_path, monkeypatch, caplog):
-  """Before, an edited .npz resumed and mixed old and new data (rc 0)."""
+  """An edited .npz never resumes a run and mixes old and new data (silently, rc 0)."""
   path = _npz(tmp_path / "mdp.npz")
   workdir = str(tmp_path / "run")
   with monkeypatch.context() as m:
@@ -323,7 +323,7 @@ def _custom(means, stds, **overrides):
 
 
 def test_tied_best_means_and_all_zero_stds_are_named_errors():
-  """Before: about 50% "error" for every algorithm without a word, then a NaN stop in the Neyman shares."""
+  """Named errors, not about 50% "error" for every algorithm without a word, then a NaN stop in the Neyman shares."""
   with pytest.raises(config_schema.ConfigError) as e:
     runner.validate(_custom((0.5, 0.5), (0.0, 0.0)))
   line = _one_line(e.value)
@@ -417,7 +417,7 @@ def test_reg_any_dimensions_a_corrected_path_and_a_changed_file(tmp_path):
 
 
 def test_reg_summary_says_raw_return_without_reference_returns(tmp_path):
-  """Before, raw returns were labelled "normalised score"."""
+  """Raw returns are never labelled "normalised score"."""
   path = d4rl_rows.write(tmp_path / "mine.hdf5", d4rl_rows.rows(obs_dim=11, act_dim=3))
   config = _reg(tmp_path, path, "hopper")
   data = reg_data.load(config, "mine", str(tmp_path))
@@ -470,7 +470,7 @@ def test_command_line_faults_are_one_line(args, expected, repo_root, monkeypatch
 
 def test_no_orbax_traceback_follows_a_one_line_error(tmp_path, repo_root, python_env):
   """orbax removes unfinished saves' temporary folders in a thread; an error right after the checkpoints
-  were opened used to leave it running into interpreter exit, which printed a 40-line traceback."""
+  were opened must not leave it running into interpreter exit, which prints a 40-line traceback."""
   directory = tmp_path / "run" / "checkpoints"
   with ckpt_lib.Checkpointer(str(directory), config_hash="ab" * 32) as ck:
     ck.save(1, {"x": jnp.zeros(3)})

@@ -121,8 +121,8 @@ def test_state_reads_the_commit_and_modified_files(project):
 def test_each_experiment_imports_only_its_own_method_and_the_shared_code():
   """A method's change stales only its own blocks: no experiment's import closure reaches another method.
 
-  (``launch.errors`` once named a ModelSMC error type by importing ``methods.model_smc.expr``,
-  whose package imports all of ModelSMC, so a ModelSMC change marked every block stale.)
+  (Were ``launch.errors`` to name a ModelSMC error type by importing ``methods.model_smc.expr``,
+  whose package imports all of ModelSMC, a ModelSMC change would mark every block stale.)
   """
   root = provenance.ROOT
   graph = provenance.import_graph(root)
@@ -138,8 +138,8 @@ def test_each_experiment_imports_only_its_own_method_and_the_shared_code():
 def test_the_launchers_error_types_import_no_reader_or_environment():
   """``launch.errors`` (imported by every experiment) reaches only packages and modules of error types.
 
-  (It once imported ``envs.mdp_files`` and ``datasets.offline_rl.d4rl`` to name their error
-  types, so a change to either marked every block stale.)
+  Were it to import a reader (``envs.mdp_files``, ``datasets.offline_rl.d4rl``) to name its
+  error type, a change to that reader would mark every block stale.
   """
   root = provenance.ROOT
   closure = provenance.import_closure(["launch.errors"], root, provenance.import_graph(root))
