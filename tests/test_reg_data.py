@@ -69,6 +69,9 @@ def test_d4rl_normalisation_constants():
   np.testing.assert_allclose(d4rl.d4rl_normalized_score("hopper-expert-v2", 1607.01), 50.0, atol=1e-3)
   with pytest.raises(KeyError, match="pendulum"):
     d4rl.ref_scores("pendulum-medium")
+  np.testing.assert_allclose(d4rl.normalized_score([-5.0, 0.0, 10.0], 10.0, -5.0), [100.0, 200 / 3, 0.0])
+  with pytest.raises(ValueError, match="random and expert reference returns are both 7: .* undefined"):
+    d4rl.normalized_score([1.0], 7.0, 7.0)
 
 
 def test_bad_d4rl_files_are_named(tmp_path):

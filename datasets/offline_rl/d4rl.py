@@ -46,7 +46,14 @@ def ref_scores(dataset_name: str) -> tuple[float, float]:
 
 
 def normalized_score(returns, random_return: float, expert_return: float) -> np.ndarray:
-  """``100 (R - R_random) / (R_expert - R_random)`` (D4RL's ``get_normalized_score`` x 100)."""
+  """``100 (R - R_random) / (R_expert - R_random)`` (D4RL's ``get_normalized_score`` x 100).
+
+  Raises:
+    ValueError: the two reference returns are equal (the score is undefined), naming them.
+  """
+  if float(expert_return) == float(random_return):
+    raise ValueError(f"the random and expert reference returns are both {float(random_return):g}: the normalised "
+                     "score 100 (R - random) / (expert - random) is undefined; give two different returns")
   return 100.0 * (np.asarray(returns, np.float64) - random_return) / (expert_return - random_return)
 
 
