@@ -109,7 +109,8 @@ def import_closure(start: Iterable[str], root: str = ROOT,
   return sorted(os.path.relpath(modules[m], root) for m in seen)
 
 
-def _git(args: list[str], root: str) -> Optional[str]:
+def git(args: list[str], root: str = ROOT) -> Optional[str]:
+  """``git ARGS``' standard output in ``root`` (``None`` if git is missing or the command fails)."""
   try:
     out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
   except (OSError, subprocess.SubprocessError):
@@ -119,10 +120,10 @@ def _git(args: list[str], root: str) -> Optional[str]:
 
 def state(root: str = ROOT) -> dict:
   """``{"commit": sha or None, "modified": [files differing from it]}`` of the checkout at ``root``."""
-  commit = _git(["rev-parse", "HEAD"], root)
+  commit = git(["rev-parse", "HEAD"], root)
   if commit is None:
     return {"commit": None, "modified": []}
-  modified = _git(["status", "--porcelain", "--untracked-files=no"], root) or ""
+  modified = git(["status", "--porcelain", "--untracked-files=no"], root) or ""
   return {"commit": commit.strip(), "modified": sorted(line[3:] for line in modified.splitlines() if line.strip())}
 
 
@@ -148,7 +149,7 @@ def _same_code(commit: str, path: str, root: str) -> bool:
   """Whether ``path`` differs from ``commit`` only in docstrings and comments (a Python file in both)."""
   if not path.endswith(".py"):
     return False
-  old = _git(["show", f"{commit}:{path}"], root)
+  old = git(["show", f"{commit}:{path}"], root)
   try:
     with open(os.path.join(root, path)) as f:
       new = f.read()
@@ -164,9 +165,9 @@ def changed_files(commit: str, files: Iterable[str], root: str = ROOT) -> Option
   change a result.
   """
   files = list(files)
-  if _git(["cat-file", "-e", f"{commit}^{{commit}}"], root) is None:
+  if git(["cat-file", "-e", f"{commit}^{{commit}}"], root) is None:
     return None
-  out = _git(["diff", "--name-only", commit, "--", *files], root)
+  out = git(["diff", "--name-only", commit, "--", *files], root)
   if out is None:
     return None
   return sorted(f for f in set(out.split()) if not _same_code(commit, f, root))

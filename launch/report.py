@@ -17,6 +17,11 @@ that run's ``results.json`` with the experiment's Markdown table, the figures
 copied into ``docs/figures``, and a "Produced by" line that gives the command,
 the commit and the config hash of the run (from its ``provenance.json``).
 
+A benchmark block (``--bench``) outside the README also shows each row's ratio
+in the earlier tables of the same block, read from git's history of the
+document (:func:`earlier_tables`), so that prose never copies numbers from one
+table to the next by hand.
+
 A block named ``NAME.headline`` holds the experiment's short headline table
 (``Experiment.headline``) of the same run as block ``NAME``, without figures:
 the README shows these, the method's docs page the full block.
@@ -242,7 +247,57 @@ def check(root: str = ".") -> list[dict]:
   return out
 
 
+HISTORY_TABLES = 6  # the earlier tables whose ratios are shown under a benchmark table
+_RATIO_COLUMN = 4  # benchmark | this project | peer | peer is | ratio | notes
+_MEASURED = re.compile(r"Measured (\d{4}-\d{2}-\d{2})")
+_COMMIT = re.compile(r"at commit `([0-9a-f]{7,40})`")
+
+
+def bench_ratios(body: str) -> dict[str, str]:
+  """``{benchmark: ratio}`` (e.g. ``"2.08x"``) of the table in a benchmark block's ``body``."""
+  out = {}
+  for line in body.splitlines():
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    ratio = cells[_RATIO_COLUMN].strip("*") if len(cells) > _RATIO_COLUMN else ""
+    if line.startswith("|") and re.fullmatch(r"[\d.e+-]+x", ratio):
+      out[cells[0]] = ratio
+  return out
+
+
+def earlier_tables(path: str, name: str, root: str = ".", limit: int = HISTORY_TABLES) -> list[tuple[str, str, dict]]:
+  """``(date measured, commit measured, ratios)`` of the last ``limit`` distinct tables of benchmark block
+  ``name`` committed in ``path`` (newest first), read from git's history of that file."""
+  out, seen = [], set()
+  for commit in (provenance.git(["log", "--format=%H", "--", path], root) or "").split():
+    text = provenance.git(["show", f"{commit}:{path}"], root) or ""
+    body = dict(blocks(text)).get(name, "")
+    made, measured = _COMMIT.search(body), _MEASURED.search(body)
+    ratios = bench_ratios(body)
+    if not ratios or not made or made.group(1) in seen:
+      continue
+    seen.add(made.group(1))
+    out.append((measured.group(1) if measured else "?", made.group(1)[:7], ratios))
+    if len(out) == limit:
+      break
+  return out
+
+
+def history_table(current: dict, earlier: list[tuple[str, str, dict]]) -> str:
+  """The ratio of each row of the ``current`` table in each ``earlier`` one ("-": no such row then)."""
+  if not earlier:
+    return ""
+  head = " | ".join(f"{date} `{commit}`" for date, commit, _ in earlier)
+  lines = [f"Ratios of the same rows in the {len(earlier)} table{'s' if len(earlier) > 1 else ''} before this one "
+           "(newest first; read from this file's git history by `launch.report`):", "",
+           f"| benchmark | this table | {head} |", "|---|---:|" + "---:|" * len(earlier)]
+  for row, ratio in current.items():
+    lines.append(f"| {row} | {ratio} | " + " | ".join(r.get(row, "-") for _, _, r in earlier) + " |")
+  return "\n".join(lines)
+
+
 def _bench_body(directory: str, name: str):
+  """The block's text in a document: the table, the "Produced by" line and, outside the README, the ratios
+  of the earlier tables (:func:`earlier_tables`)."""
   with open(os.path.join(directory, "bench.md")) as f:
     table = f.read()
   meta = _read_json(os.path.join(directory, "bench.json")) or {}
@@ -251,7 +306,12 @@ def _bench_body(directory: str, name: str):
   line = produced_by(command, prov, name).replace(
       f"python -m launch.report --run --only={name}",
       f"python -m launch.report --bench={directory} --bench_block={name} --only=none")
-  return lambda path: table.rstrip() + "\n\n" + line
+
+  def body(path: str) -> str:
+    history = "" if path == "README.md" else history_table(bench_ratios(table), earlier_tables(path, name))
+    return table.rstrip() + "\n\n" + line + ("\n\n" + history if history else "")
+
+  return body
 
 
 def main(argv):

@@ -103,6 +103,42 @@ def test_code_of_drops_docstrings_of_modules_classes_and_functions_only():
   assert provenance.code_of("def (") is None
 
 
+def _bench_table(commit, ratios, date="2026-12-01"):
+  rows = "".join(f"| {name} | 1 | 1 | peer | **{r}** | notes |\n" for name, r in ratios.items())
+  return (f"Measured {date} on x86_64.\n\n| benchmark | this project | peer | peer is | ratio | notes |\n"
+          f"|---|---:|---:|---|---:|---|\n{rows}\n_Produced by `make bench` at commit `{commit}`._\n")
+
+
+def _commit_all(root, message):
+  _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", message)
+
+
+def test_a_benchmark_block_shows_the_ratios_of_its_earlier_tables(project, tmp_path, monkeypatch):
+  doc = os.path.join(project, "docs", "benchmarks.md")
+  tables = [("a" * 12, {"sweep": "2.0x", "search": "1.5x"}), ("a" * 12, {"sweep": "2.0x", "search": "1.5x"}),
+            ("b" * 12, {"sweep": "2.1x"}), ("c" * 12, {"sweep": "1.9x", "search": "0.8x"})]
+  _write(project, "docs/benchmarks.md", "<!-- results:bench -->\n<!-- /results:bench -->\n")
+  _git(project, "add", "docs/benchmarks.md")
+  for i, (commit, ratios) in enumerate(tables):  # the same table committed twice counts once
+    _write(project, "docs/benchmarks.md", f"# B\n\n<!-- results:bench -->\n{_bench_table(commit, ratios)}"
+           f"<!-- /results:bench -->\n{i}\n")
+    _commit_all(project, f"table {i}")
+  earlier = report.earlier_tables("docs/benchmarks.md", "bench", project)
+  assert [(c, r) for _, c, r in earlier] == [("ccccccc", {"sweep": "1.9x", "search": "0.8x"}),
+                                             ("bbbbbbb", {"sweep": "2.1x"}),
+                                             ("aaaaaaa", {"sweep": "2.0x", "search": "1.5x"})]
+  assert len(report.earlier_tables("docs/benchmarks.md", "bench", project, limit=2)) == 2
+  out = tmp_path / "bench"
+  out.mkdir()
+  (out / "bench.md").write_text(_bench_table("d" * 12, {"sweep": "2.2x", "search": "1.1x"}).split("\n_Produced")[0])
+  monkeypatch.chdir(project)
+  body = report._bench_body(str(out), "bench")
+  docs_text, readme_text = body("docs/benchmarks.md"), body("README.md")
+  assert "| sweep | 2.2x | 1.9x | 2.1x | 2.0x |" in docs_text and "| search | 1.1x | 0.8x | - | 1.5x |" in docs_text
+  assert "2026-12-01 `ccccccc`" in docs_text and "Ratios of the same rows" not in readme_text
+  assert readme_text.rstrip().endswith("--only=none`)._") and os.path.exists(doc)
+
+
 def test_check_flags_unknown_commits_and_missing_lines(project):
   _write(project, "docs/toy.md", "<!-- results:toy_cpu -->\nno provenance\n<!-- /results:toy_cpu -->\n"
          "<!-- results:reg_cpu -->\nat commit `0123456789ab`\n<!-- /results:reg_cpu -->\n")
