@@ -250,7 +250,6 @@ def check(root: str = ".") -> list[dict]:
 HISTORY_TABLES = 6  # the earlier tables whose ratios are shown under a benchmark table
 _RATIO_COLUMN = 4  # benchmark | this project | peer | peer is | ratio | notes
 _MEASURED = re.compile(r"Measured (\d{4}-\d{2}-\d{2})")
-_COMMIT = re.compile(r"at commit `([0-9a-f]{7,40})`")
 
 
 def bench_ratios(body: str) -> dict[str, str]:
@@ -271,12 +270,12 @@ def earlier_tables(path: str, name: str, root: str = ".", limit: int = HISTORY_T
   for commit in (provenance.git(["log", "--format=%H", "--", path], root) or "").split():
     text = provenance.git(["show", f"{commit}:{path}"], root) or ""
     body = dict(blocks(text)).get(name, "")
-    made, measured = _COMMIT.search(body), _MEASURED.search(body)
+    made, measured = _PRODUCED.search(body), _MEASURED.search(body)
     ratios = bench_ratios(body)
-    if not ratios or not made or made.group(1) in seen:
+    if not ratios or not made or made["commit"] in seen:
       continue
-    seen.add(made.group(1))
-    out.append((measured.group(1) if measured else "?", made.group(1)[:7], ratios))
+    seen.add(made["commit"])
+    out.append((measured.group(1) if measured else "?", made["commit"][:7], ratios))
     if len(out) == limit:
       break
   return out

@@ -40,6 +40,12 @@ def _git(root, *args):
   subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
 
 
+def _commit_all(root, message):
+  """Commits every file of the checkout at ``root``."""
+  _git(root, "add", "-A")
+  _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+
+
 def _write(root, rel, text):
   path = os.path.join(root, rel)
   os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -59,8 +65,7 @@ def project(tmp_path, monkeypatch):
   _write(root, "launch/configs/toy.py", "from methods.toy import core\n")
   _write(root, "launch/experiments/toy/run.py", "from launch.configs import toy\n")
   _git(root, "init", "-q")
-  _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
-  _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+  _commit_all(root, "init")
   commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
   monkeypatch.setitem(report.REPORTS, "toy_cpu", ("toy", "cpu", ()))
   monkeypatch.setitem(report.registry.MODULES, "toy", "launch.experiments.toy.run")
@@ -109,16 +114,10 @@ def _bench_table(commit, ratios, date="2026-12-01"):
           f"|---|---:|---:|---|---:|---|\n{rows}\n_Produced by `make bench` at commit `{commit}`._\n")
 
 
-def _commit_all(root, message):
-  _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", message)
-
-
 def test_a_benchmark_block_shows_the_ratios_of_its_earlier_tables(project, tmp_path, monkeypatch):
   doc = os.path.join(project, "docs", "benchmarks.md")
   tables = [("a" * 12, {"sweep": "2.0x", "search": "1.5x"}), ("a" * 12, {"sweep": "2.0x", "search": "1.5x"}),
             ("b" * 12, {"sweep": "2.1x"}), ("c" * 12, {"sweep": "1.9x", "search": "0.8x"})]
-  _write(project, "docs/benchmarks.md", "<!-- results:bench -->\n<!-- /results:bench -->\n")
-  _git(project, "add", "docs/benchmarks.md")
   for i, (commit, ratios) in enumerate(tables):  # the same table committed twice counts once
     _write(project, "docs/benchmarks.md", f"# B\n\n<!-- results:bench -->\n{_bench_table(commit, ratios)}"
            f"<!-- /results:bench -->\n{i}\n")
