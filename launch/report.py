@@ -263,18 +263,20 @@ def bench_ratios(body: str) -> dict[str, str]:
   return out
 
 
-def earlier_tables(path: str, name: str, root: str = ".", limit: int = HISTORY_TABLES) -> list[tuple[str, str, dict]]:
+def earlier_tables(path: str, name: str, root: str = ".", limit: int = HISTORY_TABLES,
+                   current: str = "") -> list[tuple[str, str, dict]]:
   """``(date measured, commit measured, ratios)`` of the last ``limit`` distinct tables of benchmark block
-  ``name`` committed in ``path`` (newest first), read from git's history of that file."""
-  out, seen = [], set()
+  ``name`` committed in ``path`` (newest first), read from git's history of that file; a table measured
+  at commit ``current`` (the one being written, when it is rewritten) is not an earlier one."""
+  out, seen = [], {current[:12]} - {""}
   for commit in (provenance.git(["log", "--format=%H", "--", path], root) or "").split():
     text = provenance.git(["show", f"{commit}:{path}"], root) or ""
     body = dict(blocks(text)).get(name, "")
     made, measured = _PRODUCED.search(body), _MEASURED.search(body)
     ratios = bench_ratios(body)
-    if not ratios or not made or made["commit"] in seen:
+    if not ratios or not made or made["commit"][:12] in seen:
       continue
-    seen.add(made["commit"])
+    seen.add(made["commit"][:12])
     out.append((measured.group(1) if measured else "?", made["commit"][:7], ratios))
     if len(out) == limit:
       break
@@ -307,8 +309,12 @@ def _bench_body(directory: str, name: str):
       f"python -m launch.report --bench={directory} --bench_block={name} --only=none")
 
   def body(path: str) -> str:
-    history = "" if path == "README.md" else history_table(bench_ratios(table), earlier_tables(path, name))
-    return table.rstrip() + "\n\n" + line + ("\n\n" + history if history else "")
+    text = table.rstrip() + "\n\n" + line
+    if path == "README.md":
+      return text
+    earlier = earlier_tables(path, name, current=(prov or {}).get("commit") or "")
+    history = history_table(bench_ratios(table), earlier)
+    return text + ("\n\n" + history if history else "")
 
   return body
 
