@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from datasets.offline_rl import d4rl
 from datasets import npz_files
+from datasets.offline_rl import d4rl
 from envs import errors as env_errors
 from launch import checkpoint as ckpt_lib
 from launch import config_schema
@@ -37,8 +37,8 @@ from launch.configs import reg as reg_config
 from launch.configs import varde_bai as bai_config
 from launch.configs import varde_bpi as bpi_config
 from launch.experiments.reg import data as reg_data
-from launch.experiments.varde import bpi_envs
 from launch.experiments.reg import report as reg_report
+from launch.experiments.varde import bpi_envs
 
 import d4rl_rows
 import npz_damage
