@@ -4,6 +4,7 @@ import importlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -234,3 +235,5 @@ def test_varde_bai_bench_runs_every_row_at_quick_size():
   for row in rows:
     assert row["ours"] > 0 and row["peer"] > 0 and math.isclose(row["ratio"], row["ours"] / row["peer"])
   assert "against NumPy vectorised over seeds" in rows[2]["benchmark"] and "alternating rounds" in rows[2]["notes"]
+  parts = re.findall(r"(no draws|one arm|neither) ([0-9.]+)x", rows[2]["notes"])
+  assert [name for name, _ in parts] == list(varde_bai_bench.ABLATIONS) and all(float(x) > 0 for _, x in parts)

@@ -11,7 +11,9 @@ Rows:
 3. VarDE alone again, against the NumPy implementation a skilled user writes:
    ``launch.bench.varde_numpy.varde_vectorised``, all seeds advancing one pull
    at a time as arrays, on as many seeds as the JAX side (same problem, same
-   budget).
+   budget). Its notes say where the sweep's time goes: the same sweep with
+   its reward draws taken out, with every seed pulling the same arm at each
+   step, and with both (:func:`_ablations`), each against the same peer.
 4. VarDE alone against the same algorithm fused by hand as arrays in JAX
    (``launch.bench.varde_arrays``: the NumPy peer of row 3 in ``jax.numpy``,
    one ``lax.scan``, sharded the same way): whether the sweep's speed against
@@ -36,6 +38,8 @@ from __future__ import annotations
 import functools
 import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from envs import bandits
@@ -45,6 +49,9 @@ from launch.bench import varde_arrays
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
 from launch.experiments.varde import bai as varde_bai
+from methods import varde
+
+ABLATIONS = ("no draws", "one arm", "neither")
 
 
 def _timed_sweep(config, mesh, budget, means, peers=()):
@@ -56,15 +63,48 @@ def _timed_sweep(config, mesh, budget, means, peers=()):
   return names, errors, ours, others
 
 
+def _ablations(config, mesh, budget: int, means: np.ndarray) -> list:
+  """The VarDE-only sweep with parts of each pull taken out (:data:`ABLATIONS`), as ``(fn, (seed ids,))`` calls.
+
+  ``no draws``: each reward is a fixed function of the arm and its pull
+  count, in place of three threefry hashes and an inverse error function;
+  ``one arm``: every seed pulls arm ``t mod K`` at step ``t``, the same arm
+  for all seeds, so the argmax over arms and the reads and writes at a
+  per-seed arm index become column slices; ``neither``: both. Otherwise the
+  same sweep as :func:`launch.experiments.varde.bai.make_chunk_fn`'s; their
+  error rates mean nothing.
+  """
+  _, (algorithm,), neyman = varde_config.algorithm_suite(config, len(means), budget)
+  instance, k = varde_bai.make_instance_fn(config, means), len(means)
+
+  def fixed(k_inst, k_reward):
+    m, s, _ = instance(k_inst, k_reward)
+    return m, s, lambda arm, index: m[arm] + s[arm] * (index.astype(jnp.float32) / budget - 0.5)
+
+  one_arm = algorithm._replace(select=lambda state, key, t: (t % k).astype(jnp.int32))
+  base = jax.random.key(config.seed)
+
+  def sweep_fn(alg, inst):
+    def chunk(ids):
+      keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.maximum(ids, 0))
+      return varde.sweep([alg], inst, keys, ids >= 0, budget=budget, neyman_taus=tuple(neyman.values())).errors
+    return jax.jit(chunk, in_shardings=mesh_lib.data_sharding(mesh), out_shardings=mesh_lib.replicated(mesh))
+
+  ids = varde_bai.chunk_seed_ids(config, mesh, 0)
+  return [(sweep_fn(a, i), (ids,)) for a, i in ((algorithm, fixed), (one_arm, instance), (one_arm, fixed))]
+
+
 def _peer_rows(budget, num_seeds, means, error, runs_per_s, ours, others, num_arrays) -> tuple[dict, dict]:
   """Rows 3 and 4: the sweep (``runs_per_s``, VarDE ``error``) against the vectorised NumPy and hand-fused peers.
 
   ``others``: the timings of the peers timed with the sweep, in the order of
   :func:`run`'s ``peers``; ``num_arrays``: the seeds of the hand-fused runs.
   """
-  vec, arrays, arrays_hash, *draws = others
+  vec, arrays, arrays_hash, *rest = others
+  draws, ablated = rest[:len(varde_arrays.DRAWS)], rest[len(varde_arrays.DRAWS):]
   hash_rate = num_arrays / arrays_hash.warm
   vec_rate, arrays_rate = num_seeds / vec.warm, num_arrays / arrays.warm
+  parts = ", ".join(f"{name} {num_seeds / t.warm / vec_rate:.1f}x" for name, t in zip(ABLATIONS, ablated))
   arrays_error, hash_error = (float(np.mean(np.asarray(t.output) != int(np.argmax(means))))
                               for t in (arrays, arrays_hash))
   draws_rate = {kind: num_arrays / d.warm for kind, d in zip(varde_arrays.DRAWS, draws)}
@@ -78,7 +118,11 @@ def _peer_rows(budget, num_seeds, means, error, runs_per_s, ours, others, num_ar
       "notes": (
           f"{mesh_lib.describe_devices()}; NumPy float32, single-threaded BLAS; both timed in alternating "
           f"rounds, each its best call; VarDE error "
-          f"{100 * error:.2f}% (JAX) vs {100 * vec.output:.2f}% (NumPy vectorised), {num_seeds:,} seeds each"
+          f"{100 * error:.2f}% (JAX) vs {100 * vec.output:.2f}% (NumPy vectorised), {num_seeds:,} seeds each; "
+          f"where the sweep's time goes, the same sweep against the NumPy peer with parts of each pull taken out "
+          f"(timed in the same rounds): {parts} (no draws: rewards a fixed function of arm and pull count; one "
+          f"arm: every seed pulls the same arm at each step, so no argmax over arms and no reads or writes at a "
+          f"per-seed index)"
       ),
   }
   hand_fused = {
@@ -130,7 +174,9 @@ def run(quick: bool) -> list[dict]:
     config.algorithms = algorithms
     if algorithms == ("varde",):
       config.varde.taus = (0.1,)
-    names, errors, ours, others = _timed_sweep(config, mesh, budget, means, peers if algorithms == ("varde",) else ())
+    ablations = _ablations(config, mesh, budget, means) if algorithms == ("varde",) else []
+    names, errors, ours, others = _timed_sweep(config, mesh, budget, means,
+                                               peers + ablations if algorithms == ("varde",) else ())
     runs_per_s = len(names) * num_seeds / ours.warm
     print(f"{label}: {len(names)} algorithms x {num_seeds} seeds in {ours.warm:.3f}s "
           f"(compile+run {ours.cold:.1f}s); NumPy VarDE {np_rate:.0f} seeds/s", flush=True)
