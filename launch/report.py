@@ -253,9 +253,13 @@ _MEASURED = re.compile(r"Measured (\d{4}-\d{2}-\d{2})")
 
 
 def bench_ratios(body: str) -> dict[str, str]:
-  """``{benchmark: ratio}`` (e.g. ``"2.08x"``) of the table in a benchmark block's ``body``."""
-  out = {}
+  """``{benchmark: ratio}`` (e.g. ``"2.08x"``) of the first table in a benchmark block's ``body`` (not of the
+  :func:`history_table` under it, whose columns are earlier tables' ratios)."""
+  out, rows = {}, False
   for line in body.splitlines():
+    if rows and not line.startswith("|"):
+      break
+    rows = rows or line.startswith("|")
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
     ratio = cells[_RATIO_COLUMN].strip("*") if len(cells) > _RATIO_COLUMN else ""
     if line.startswith("|") and re.fullmatch(r"[\d.e+-]+x", ratio):

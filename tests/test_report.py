@@ -140,6 +140,15 @@ def test_a_benchmark_block_shows_the_ratios_of_its_earlier_tables(project, tmp_p
   (out / "bench.json").write_text('{"provenance": {"commit": "%s", "modified": []}}' % ("c" * 40))
   again = report._bench_body(str(out), "bench")("docs/benchmarks.md")
   assert "`ccccccc`" not in again.split("_Produced by")[1] and "| sweep | 2.2x | 2.1x | 2.0x |" in again
+  # Committed with its history under it, a table's ratios are its own, not a column of that history.
+  (out / "bench.json").write_text('{"provenance": {"commit": "%s", "modified": []}}' % ("d" * 40))
+  table_d = report._bench_body(str(out), "bench")("docs/benchmarks.md")
+  assert "Ratios of the same rows" in table_d
+  _write(project, "docs/benchmarks.md", f"# B\n\n<!-- results:bench -->\n{table_d}\n"
+         "<!-- /results:bench -->\n")
+  _commit_all(project, "table d, with its history")
+  newest = report.earlier_tables("docs/benchmarks.md", "bench", project)[0]
+  assert newest[1:] == ("ddddddd", {"sweep": "2.2x", "search": "1.1x"})
 
 
 def test_check_flags_unknown_commits_and_missing_lines(project):
