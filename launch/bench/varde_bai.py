@@ -161,7 +161,7 @@ def run(quick: bool) -> list[dict]:
   np_rate = numpy_seeds / (time.perf_counter() - t0)
   # The VarDE-only sweep is timed in rounds with these peers: the vectorised NumPy peer, the
   # hand-fused kernel, the same kernel drawing from the 32-bit hash, and the reward draws alone
-  # (the floor under each kernel), in that order.
+  # (the floor under each kernel), in that order, then its own ablations (:func:`_ablations`).
   arrays_in = varde_arrays.inputs(np.random.default_rng(1), means, mesh_lib.padded_size(num_seeds, mesh), mesh)
   peers = [(functools.partial(varde_numpy.error_rate_vectorised, tau=0.1), (means, budget, num_seeds)),
            (varde_arrays.make_sweep(means, budget, mesh, tau=0.1), arrays_in),
@@ -172,11 +172,11 @@ def run(quick: bool) -> list[dict]:
     config = varde_config.get_config("cpu")
     config.num_seeds = config.chunk_size = num_seeds
     config.algorithms = algorithms
-    if algorithms == ("varde",):
+    varde_only = algorithms == ("varde",)
+    if varde_only:
       config.varde.taus = (0.1,)
-    ablations = _ablations(config, mesh, budget, means) if algorithms == ("varde",) else []
-    names, errors, ours, others = _timed_sweep(config, mesh, budget, means,
-                                               peers + ablations if algorithms == ("varde",) else ())
+    timed_with = peers + _ablations(config, mesh, budget, means) if varde_only else ()
+    names, errors, ours, others = _timed_sweep(config, mesh, budget, means, timed_with)
     runs_per_s = len(names) * num_seeds / ours.warm
     print(f"{label}: {len(names)} algorithms x {num_seeds} seeds in {ours.warm:.3f}s "
           f"(compile+run {ours.cold:.1f}s); NumPy VarDE {np_rate:.0f} seeds/s", flush=True)
@@ -194,7 +194,7 @@ def run(quick: bool) -> list[dict]:
             f"{100 * np_error:.2f}% (NumPy, {numpy_seeds:,} seeds)"
         ),
     })
-    if algorithms == ("varde",):
+    if varde_only:
       vectorised, hand_fused = _peer_rows(budget, num_seeds, means, errors[ref], runs_per_s, ours, others,
                                           arrays_in[0].shape[0])
   return rows + [vectorised, hand_fused]
