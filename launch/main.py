@@ -24,6 +24,7 @@ Flags:
 """
 
 import ast
+import collections
 import difflib
 import os
 import re
@@ -62,6 +63,23 @@ class FlagsError(Exception):
 def _overrides(argv) -> list[str]:
   """The keys of the ``--config.KEY=VALUE`` arguments of ``argv``."""
   return [a[len("--config."):].split("=", 1)[0] for a in argv if a.startswith("--config.")]
+
+
+def _repeated_keys(argv) -> Optional[str]:
+  """Names the ``--config.KEY`` overrides that ``argv`` gives more than once; ``None`` if none is repeated.
+
+  A repeated override is refused, not resolved: for a tuple-valued key the
+  config flags append the second value to the first (``--config.budgets='(16,)'
+  --config.budgets='(8,)'`` would run both budgets), while a scalar key keeps
+  the last, and neither is what a user repeating a key by mistake expects.
+  """
+  keys = [a.split("=", 1)[0] for a in argv[1:] if a.startswith("--config.") or a.startswith("--config=")]
+  counts = collections.Counter(k[len("--"):] for k in keys)
+  repeated = [f"--{k} is given {n} times" for k, n in counts.items() if n > 1]
+  if not repeated:
+    return None
+  return (f"{'; '.join(repeated)}: give each key once (a tuple is one value, e.g. "
+          f"--config.budgets='(8,16)')")
 
 
 def _unknown_keys(argv) -> Optional[str]:
@@ -143,6 +161,9 @@ _PARSE_ERRORS = (OSError, SyntaxError, ImportError, flags.Error, AttributeError,
 
 
 def _parse(argv, flag_values) -> list:
+  repeated = _repeated_keys(argv)
+  if repeated:
+    raise FlagsError(repeated)
   try:
     rest = flag_values(argv)
     _ = "experiment" in flag_values.config  # a config file that failed to load raises here

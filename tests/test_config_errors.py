@@ -56,6 +56,11 @@ def _error_line(args) -> str:
     (("--config=launch/configs/reg.py:smoke", "--config.num_updates=9999999999"), "overflows int32"),
     (("--config=launch/configs/reg.py:smoke", "--config.agent.actor_lr=1e39"), "overflows float32"),
     (("--config=launch/configs/reg.py:smoke", "--config.agent.actor_lr=1e-320"), "0.0 in float32"),
+    # A repeated tuple key would otherwise run both values (the config flags append them).
+    (("--config=launch/configs/varde_bai.py:smoke", "--config.budgets=(16,)", "--config.budgets=(8,)"),
+     "--config.budgets is given 2 times: give each key once"),
+    (("--config=launch/configs/varde_bai.py:smoke", "--config.num_seeds=2", "--config.num_seeds=3"),
+     "--config.num_seeds is given 2 times"),
 ])
 def test_bad_configs_are_named_in_one_line(args, expected, repo_root, monkeypatch):
   monkeypatch.chdir(repo_root)
