@@ -145,6 +145,22 @@ def test_entry_point_on_numpy_arrays(tmp_path):
   assert results["smc"]["final_beta"] == 1.0
 
 
+@pytest.mark.parametrize("x, t, states, match", [
+    (np.zeros((15, 2)), np.arange(20.0), None, "x has 15 rows but t has 20 times"),
+    (np.zeros((2, 20)), np.arange(20.0), None, r"x looks transposed: pass x.T, of shape \(20, 2\)"),
+    (np.zeros((20, 2)), np.arange(20.0), ("a", "b", "c"), "states names 3 columns"),
+    (np.zeros((20, 2, 1)), np.arange(20.0), None, r"x must be \[times, states\]"),
+    (np.zeros((20, 2)), np.zeros((20, 1)), None, "t must be 1-D"),
+    (np.zeros((20, 2)), np.r_[np.arange(19.0), np.inf], None, r"t\[19\] is not finite"),
+    (np.where(np.arange(40).reshape(20, 2) == 7, np.inf, 0.0), np.arange(20.0), ("p", "q"),
+     r"x\[3, 1\] \(state 'q'\) is inf: not finite \(NaN marks a missing observation\)"),
+])
+def test_entry_point_names_badly_shaped_or_infinite_arrays(x, t, states, match, tmp_path):
+  with pytest.raises(ValueError, match=match):
+    discover.discover(x, t, states=states, workdir=str(tmp_path / "run"))
+  assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
 def _sim_config(**sim):
   config = smc_config.get_config("smoke,task=sim")
   config.sim.equations = ("x = v", "v' = -k*x - b*x^3 - c*v")

@@ -43,12 +43,10 @@ def discover(x: np.ndarray, t: np.ndarray, *, states: Optional[Sequence[str]] = 
   Returns:
     The run's ``results.json`` content.
   """
-  x = np.asarray(x, np.float64)
-  x = x[:, None] if x.ndim == 1 else x
-  states = tuple(states) if states is not None else tuple(f"x{i}" for i in range(x.shape[1]))
+  x, t, states = check_arrays(x, t, states)
   os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, "data.csv")
-  timeseries.write_csv(path, np.asarray(t), x, states)
+  timeseries.write_csv(path, t, x, states)
   config = smc_config.get_config(f"{preset},task=csv")
   config.data.path = path
   config.data.latent = tuple(latent)
@@ -63,6 +61,34 @@ def discover(x: np.ndarray, t: np.ndarray, *, states: Optional[Sequence[str]] = 
       node = node[p]
     node[parts[-1]] = value
   return runner.run(config, workdir)
+
+
+def check_arrays(x, t, states: Optional[Sequence[str]] = None) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+  """``(x [T, S], t [T], states)`` as :func:`discover` writes them, or a ``ValueError`` naming the argument.
+
+  ``x`` is one row per time and one column per state (a 1-D ``x`` is one
+  state); its NaN cells are missing observations, an infinite cell is refused
+  (the CSV has no way to write it but as missing). The times must be finite.
+  """
+  x, t = np.asarray(x, np.float64), np.asarray(t, np.float64)
+  if t.ndim != 1:
+    raise ValueError(f"t must be 1-D, one time per row of x; its shape is {t.shape}")
+  x = x[:, None] if x.ndim == 1 else x
+  if x.ndim != 2:
+    raise ValueError(f"x must be [times, states]; its shape is {x.shape}")
+  if x.shape[0] != t.shape[0]:
+    hint = f" (x looks transposed: pass x.T, of shape {x.shape[::-1]})" if x.shape[1] == t.shape[0] else ""
+    raise ValueError(f"x has {x.shape[0]} rows but t has {t.shape[0]} times{hint}")
+  states = tuple(states) if states is not None else tuple(f"x{i}" for i in range(x.shape[1]))
+  if len(states) != x.shape[1]:
+    raise ValueError(f"states names {len(states)} columns {list(states)} but x has {x.shape[1]}")
+  if not np.isfinite(t).all():
+    raise ValueError(f"t[{int(np.flatnonzero(~np.isfinite(t))[0])}] is not finite")
+  if np.isinf(x).any():
+    row, col = (int(i[0]) for i in np.nonzero(np.isinf(x)))
+    raise ValueError(f"x[{row}, {col}] (state {states[col]!r}) is {x[row, col]}: not finite (NaN marks a "
+                     f"missing observation)")
+  return x, t, states
 
 
 EXAMPLE = os.path.join("methods", "model_smc", "examples", "oscillator.csv")
