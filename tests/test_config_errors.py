@@ -127,6 +127,8 @@ def test_a_graph_of_your_own_is_read_under_its_own_name(tmp_path):
     line = _error_line(["--config=launch/configs/graphpfn.py:smoke", f"--config.planetoid_dir={tmp_path}",
                         f"--config.planetoid_name={bad}"])
     assert "'planetoid_name'" in line and "letters, digits" in line, (bad, line)
+  line = _error_line(["--config=launch/configs/graphpfn.py:smoke", "--config.planetoid_name=my-graph_2"])
+  assert "'planetoid_name'" in line and "planetoid_dir, which is not set" in line, line  # not silently skipped
   with pytest.raises(planetoid.PlanetoidFormatError, match="letters, digits"):
     planetoid.write(str(tmp_path), "../x", x=rng.random((4, 3)), y=np.arange(4) % 2, senders=[0], receivers=[1],
                     num_train=2, test_index=[3])

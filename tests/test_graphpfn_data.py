@@ -179,6 +179,28 @@ def test_planetoid_write_keeps_unlabelled_nodes_unlabelled(tmp_path):
                     receivers=r, num_train=4, test_index=np.arange(8, n))
 
 
+@pytest.mark.parametrize("change, match", [
+    ({"receivers": np.arange(1, 5)}, "senders has 11 edges but receivers has 4"),
+    ({"senders": np.r_[np.arange(10), 12]}, r"senders\[10\] = 12 is not a node id \(0..11\)"),
+    ({"receivers": np.r_[np.arange(1, 11), -1]}, r"receivers\[10\] = -1 is not a node id"),
+    ({"y": np.arange(12) % 3 + 0.0}, "y must hold integers; its dtype is float64"),
+    ({"x": np.zeros((11, 4))}, r"x must be \[nodes, features\] with one row per label of y \(12\)"),
+    ({"x": np.where(np.arange(48).reshape(12, 4) == 9, np.nan, 0.0)}, "x: node 2 has a non-finite feature"),
+    ({"num_train": 9}, "num_train=9: the training nodes 0..num_train-1 must not be test nodes"),
+    ({"test_index": np.arange(2, 6)}, "test_index: test node 2 precedes node 11"),
+    ({"test_index": np.array([8, 8, 9])}, "test_index must be distinct node ids in 0..11"),
+    ({"senders": np.arange(11.0)}, "senders must hold integers"),
+])
+def test_planetoid_write_names_a_bad_argument_and_writes_nothing(tmp_path, change, match):
+  """Each argument of ``planetoid.write`` is checked against the others before a file is written."""
+  n = 12
+  args = {"x": np.zeros((n, 4)), "y": np.arange(n) % 3, "senders": np.arange(n - 1), "receivers": np.arange(1, n),
+          "num_train": 4, "test_index": np.arange(8, n)} | change
+  with pytest.raises(ValueError, match=match):
+    planetoid.write(str(tmp_path / "g"), "g", **args)
+  assert not (tmp_path / "g").exists()
+
+
 def test_prior_builder_writes_and_reads_back(tmp_path):
   rng = np.random.default_rng(0)
   examples = []

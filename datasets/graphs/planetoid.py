@@ -228,6 +228,49 @@ def load(directory: str, name: str) -> dict:
           "test_index": order}
 
 
+def _integers(value, what: str) -> np.ndarray:
+  """``value`` as a 1-D int64 array, or a ``ValueError`` naming ``what``."""
+  a = np.asarray(value)
+  if a.ndim != 1:
+    raise ValueError(f"{what} must be 1-D; its shape is {a.shape}")
+  if a.size and not np.issubdtype(a.dtype, np.integer):
+    raise ValueError(f"{what} must hold integers; its dtype is {a.dtype} (cast it with .astype(int))")
+  return a.astype(np.int64)
+
+
+def _checked(x, y, senders, receivers, num_train: int, test_index):
+  """:func:`write`'s arguments as arrays, each checked against the others (``ValueError`` naming the argument)."""
+  x = np.asarray(x, np.float32)
+  y = _integers(y, "y")
+  if x.ndim != 2 or x.shape[0] != y.shape[0]:
+    raise ValueError(f"x must be [nodes, features] with one row per label of y ({y.shape[0]}); its shape is {x.shape}")
+  if not np.isfinite(x).all():
+    raise ValueError(f"x: node {int(np.flatnonzero(~np.isfinite(x).all(1))[0])} has a non-finite feature")
+  if y.size and int(y.min()) < -1:
+    raise ValueError(f"y: label {int(y.min())} (node {int(np.argmin(y))}); labels are 0..K-1, or -1 for unlabelled")
+  if not (y >= 0).any():
+    raise ValueError("y: no labelled node (every label is -1)")
+  n = y.shape[0]
+  senders, receivers = _integers(senders, "senders"), _integers(receivers, "receivers")
+  if senders.shape != receivers.shape:
+    raise ValueError(f"senders has {senders.size} edges but receivers has {receivers.size}")
+  for what, ends in (("senders", senders), ("receivers", receivers)):
+    if ends.size and (ends.min() < 0 or ends.max() >= n):
+      bad = int(np.flatnonzero((ends < 0) | (ends >= n))[0])
+      raise ValueError(f"{what}[{bad}] = {int(ends[bad])} is not a node id (0..{n - 1})")
+  test = _integers(test_index, "test_index")
+  if test.size and (test.min() < 0 or test.max() >= n or np.unique(test).size != test.size):
+    raise ValueError(f"test_index must be distinct node ids in 0..{n - 1}")
+  rest = np.setdiff1d(np.arange(n), test)
+  if not 0 <= num_train <= rest.size:
+    raise ValueError(f"num_train={num_train}: the training nodes 0..num_train-1 must not be test nodes "
+                     f"({rest.size} nodes are not in test_index)")
+  if test.size and rest.size and test.min() < rest.max():
+    raise ValueError(f"test_index: test node {int(test.min())} precedes node {int(rest.max())}, which is not a test "
+                     f"node; the Planetoid format puts the test nodes after all the others (renumber the nodes)")
+  return x, y, senders, receivers, test
+
+
 def write(directory: str, name: str, *, x, y, senders, receivers, num_train: int, test_index) -> None:
   """Writes a graph in the Planetoid format (for fixtures and for converting your own data).
 
@@ -241,18 +284,17 @@ def write(directory: str, name: str, *, x, y, senders, receivers, num_train: int
   :func:`load` reads back as -1 (as CiteSeer's unlabelled test nodes).
 
   Raises:
-    ValueError: a label below -1, no labelled node, or a ``name`` that is not a :data:`NAME`.
+    ValueError: an argument that is not such a graph (named: a shape, a label
+      below -1 or not an integer, no labelled node, an edge out of range,
+      test nodes that overlap the training nodes or precede another node,
+      a non-finite feature), or a ``name`` that is not a :data:`NAME`.
+      Nothing is written then.
   """
   why = name_problem(name)
   if why:
     raise PlanetoidFormatError(why)
-  y = np.asarray(y)
-  if y.size and int(y.min()) < -1:
-    raise ValueError(f"y: label {int(y.min())} (node {int(np.argmin(y))}); labels are 0..K-1, or -1 for unlabelled")
-  if not (y >= 0).any():
-    raise ValueError("y: no labelled node (every label is -1)")
+  x, y, senders, receivers, test = _checked(x, y, senders, receivers, num_train, test_index)
   os.makedirs(directory, exist_ok=True)
-  test = np.asarray(test_index)
   rest = np.setdiff1d(np.arange(len(y)), test)
   k = int(np.max(y)) + 1
   onehot = np.eye(k + 1, dtype=np.float32)[np.where(y >= 0, y, k)][:, :k]  # -1 -> an all-zero row
@@ -261,9 +303,9 @@ def write(directory: str, name: str, *, x, y, senders, receivers, num_train: int
     adj.setdefault(int(u), []).append(int(v))
     adj.setdefault(int(v), []).append(int(u))
   parts = {
-      "x": sp.csr_matrix(np.asarray(x, np.float32)[:num_train]), "y": onehot[:num_train],
-      "allx": sp.csr_matrix(np.asarray(x, np.float32)[rest]), "ally": onehot[rest],
-      "tx": sp.csr_matrix(np.asarray(x, np.float32)[np.sort(test)]), "ty": onehot[np.sort(test)], "graph": adj,
+      "x": sp.csr_matrix(x[:num_train]), "y": onehot[:num_train],
+      "allx": sp.csr_matrix(x[rest]), "ally": onehot[rest],
+      "tx": sp.csr_matrix(x[np.sort(test)]), "ty": onehot[np.sort(test)], "graph": adj,
   }
   for part, value in parts.items():
     with open(_path(directory, name, part), "wb") as f:

@@ -52,6 +52,9 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
 def _planetoid_checks(config):
   """The Planetoid graph of ``planetoid_dir`` reads and fits the model, before any pretraining."""
   if not config.planetoid_dir:
+    if config.planetoid_name != gcfg.Run.planetoid_name:
+      yield "planetoid_name", (f"{config.planetoid_name!r} is read from planetoid_dir, which is not set "
+                               f"(--config.planetoid_dir=DIR, the directory of its ind.{config.planetoid_name}.* files)")
     return
   why = planetoid.name_problem(config.planetoid_name)
   if why:
