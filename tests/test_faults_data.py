@@ -108,6 +108,22 @@ def test_nan_reference_returns_are_refused_by_the_config(tmp_path, key):
     runner.validate(config)
 
 
+@pytest.mark.parametrize("refs", [(100.0, 5.0), (5.0, 0.0)])
+def test_an_expert_return_below_the_random_one_is_refused_by_the_config(tmp_path, refs):
+  """Reversed reference returns would turn every normalised score upside down."""
+  with pytest.raises(config_schema.ConfigError, match=r"'data.hdf5_expert_return'.*upside down"):
+    runner.validate(_config(tmp_path, "x.h5", refs=refs))
+
+
+def test_actions_outside_the_policies_range_are_named_not_clipped(tmp_path):
+  rows = d4rl_rows.rows(40, 11, 3)
+  rows["actions"][7, 2] = -100.0
+  path = d4rl_rows.write(tmp_path / "wide.h5", rows)
+  for task in ("hopper", reg_config.NO_ENV):
+    with pytest.raises(d4rl.D4RLFormatError, match=r"wide.h5: 'actions' reach -100 \(row 7, column 2\)"):
+      reg_data.load(_config(tmp_path, path, task), "wide", str(tmp_path))
+
+
 @pytest.mark.parametrize("key, value, words", [
     ("terminals", np.nan, r"'terminals' holds nan at index 3 \(1 such rows\); a flag is 0 or 1"),
     ("timeouts", 0.5, r"'timeouts' holds 0.5 at index 3"),

@@ -102,6 +102,10 @@ class Data(hparams.Hyperparameters):
       yield "td3_start_steps", "must be smaller than data.td3_steps"
     if self.td3_snapshot_every % 5:
       yield "td3_snapshot_every", "must be a multiple of 5 (TD3 trains in fifths of it)"
+    if self.hdf5_expert_return < self.hdf5_random_return:
+      yield "hdf5_expert_return", (f"{self.hdf5_expert_return:g} is below hdf5_random_return="
+                                   f"{self.hdf5_random_return:g}: the normalised scores would be upside down; give the "
+                                   "expert's return above the random policy's (both 0: raw returns)")
     if self.hdf5_file and self.source != "d4rl_hdf5":
       yield "hdf5_file", f"is read by source 'd4rl_hdf5' (set --config.data.source=d4rl_hdf5; got {self.source!r})"
 

@@ -418,6 +418,7 @@ def _load_hdf5(config, name: str) -> OfflineData:
                                   f"evaluated) with --config.data.hdf5_task={NO_ENV}") from e
   file_checks.check_flags(rows, path)
   file_checks.check_columns(rows, path)
+  file_checks.check_actions(rows, path)
   q = d4rl.qlearning_dataset(rows, source=path, validated=True)
   origin = ""
   if info.get("score") == "raw return" and config.data.reward_scale == "reference":

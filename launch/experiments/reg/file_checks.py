@@ -37,6 +37,22 @@ def check_columns(rows: dict, source: str) -> None:
                                  f"least one {k[:-1]} value to train a policy")
 
 
+def check_actions(rows: dict, source: str, tolerance: float = 1e-4) -> None:
+  """Every action lies in ``[-1, 1]`` (up to ``tolerance``), the range the policies act in.
+
+  The policies squash their actions with tanh, as D4RL's MuJoCo tasks expect,
+  and the loader clips the dataset's actions to ``+-data.action_clip`` just
+  inside that range; an action well outside it would be changed silently.
+  """
+  a = np.abs(np.asarray(rows["actions"]))
+  if a.size and float(a.max()) > 1.0 + tolerance:
+    row, col = np.unravel_index(int(np.argmax(a)), a.shape)
+    raise d4rl.D4RLFormatError(
+        f"{source}: 'actions' reach {float(rows['actions'][row, col]):g} (row {row}, column {col}); the policies act "
+        "in [-1, 1] (tanh-squashed, as D4RL's MuJoCo tasks) and the loader would clip such actions silently: "
+        "rescale them to [-1, 1]")
+
+
 IQL_SCALE = "IQL's trajectory-return scale 1000 / (max - min episode return)"
 IQL_FALLBACK = (f"{IQL_SCALE}, used by --config.data.reward_scale=reference when --config.data.hdf5_random_return "
                 "and --config.data.hdf5_expert_return are both 0")
