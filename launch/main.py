@@ -73,8 +73,8 @@ def _repeated_keys(argv) -> Optional[str]:
   --config.budgets='(8,)'`` would run both budgets), while a scalar key keeps
   the last, and neither is what a user repeating a key by mistake expects.
   """
-  keys = [a.split("=", 1)[0] for a in argv[1:] if a.startswith("--config.") or a.startswith("--config=")]
-  counts = collections.Counter(k[len("--"):] for k in keys)
+  counts = collections.Counter([f"config.{key}" for key in _overrides(argv)]
+                               + ["config" for a in argv if a.startswith("--config=")])
   repeated = [f"--{k} is given {n} times" for k, n in counts.items() if n > 1]
   if not repeated:
     return None

@@ -84,8 +84,9 @@ def check_arrays(x, t, states: Optional[Sequence[str]] = None) -> tuple[np.ndarr
     raise ValueError(f"states names {len(states)} columns {list(states)} but x has {x.shape[1]}")
   if not np.isfinite(t).all():
     raise ValueError(f"t[{int(np.flatnonzero(~np.isfinite(t))[0])}] is not finite")
-  if np.isinf(x).any():
-    row, col = (int(i[0]) for i in np.nonzero(np.isinf(x)))
+  infinite = np.argwhere(np.isinf(x))
+  if len(infinite):
+    row, col = (int(i) for i in infinite[0])
     raise ValueError(f"x[{row}, {col}] (state {states[col]!r}) is {x[row, col]}: not finite (NaN marks a "
                      f"missing observation)")
   return x, t, states
