@@ -56,6 +56,9 @@ def _error_line(args) -> str:
     (("--config=launch/configs/reg.py:smoke", "--config.num_updates=9999999999"), "overflows int32"),
     (("--config=launch/configs/reg.py:smoke", "--config.agent.actor_lr=1e39"), "overflows float32"),
     (("--config=launch/configs/reg.py:smoke", "--config.agent.actor_lr=1e-320"), "0.0 in float32"),
+    # 0.5 and 0.5000001 would name the same models ("random50_s0"): one would overwrite the other.
+    (("--config=launch/configs/flow_matching.py:smoke", "--config.reduction_fractions=(0.5, 0.5000001)"),
+     "'reduction_fractions': (0.5, 0.5000001) name the same models (50, 50 %)"),
     # A repeated tuple key would otherwise run both values (the config flags append them).
     (("--config=launch/configs/varde_bai.py:smoke", "--config.budgets=(16,)", "--config.budgets=(8,)"),
      "--config.budgets is given 2 times: give each key once"),

@@ -80,6 +80,8 @@ def _write_bad(tmp_path, case: str) -> str:
     arrays["images"] = x.reshape(len(y), -1)
   elif case == "strings":
     arrays["images"] = np.array(["a", "b"])
+  elif case in ("channels_first", "rgb_channels_first"):  # [N, C, H, W], as PyTorch stores images
+    arrays["images"] = np.moveaxis(x if case.startswith("rgb") else x[..., :1], -1, 1)
   elif case == "float_labels":
     arrays["labels"] = y.astype(np.float32)
   elif case == "label_length":
@@ -129,6 +131,9 @@ def _write_bad(tmp_path, case: str) -> str:
     ("nan", r"array 'images' has the value nan at index \(3, 1, 2, 0\)"),
     ("rank", r"array 'images' must have shape \[N, H, W\] or \[N, H, W, C\]; got \(120, 768\)"),
     ("strings", r"array 'images' has dtype <U1; numbers are needed"),
+    ("channels_first", r"array 'images' has shape \(120, 1, 16, 16\): height 1 and 16 channels, which reads as "
+                       r"channels-first \[N, C, H, W\]; images are \[N, H, W, C\] \(store np.moveaxis\(images, 1, -1\)\)"),
+    ("rgb_channels_first", r"has shape \(120, 3, 16, 16\): height 3 and 16 channels, which reads as channels-first"),
     ("float_labels", r"array 'labels' has dtype float32; integer class ids"),
     ("label_length", r"array 'labels' must have shape \[N\] = \(120,\) like 'images'; got \(119,\)"),
     ("negative", r"array 'labels' has the negative class -1 at index 0"),
@@ -203,6 +208,25 @@ def test_config_keys_and_shapes_against_the_networks(tmp_path):
     _load(_config(odd))
   data = _load(_config(odd, **{"autoencoder.downsample": 1}))  # 7x7 latents
   assert data.gen_x.shape[1:] == (14, 14, 3)
+
+
+def test_a_fraction_too_small_for_the_classes_is_refused_and_every_fraction_names_its_models(tmp_path):
+  """A subset of fewer rows (or labels) than classes is refused, naming the key and the smallest good fraction."""
+  rng = np.random.default_rng(3)
+  x, y = _images(rng)
+  path = str(tmp_path / "mine.npz")
+  np.savez(path, images=x, labels=y)  # 72 generative rows of 3 classes: a subset needs round(72 f) >= 3
+  with pytest.raises(errors.DataError, match=r"'reduction_fractions': 0.02 of the 72-row generative split keeps 1 "
+                                             r"row, fewer than its 3 classes; give a fraction of at least 0.0417"):
+    _load(_config(path, reduction_fractions=(0.5, 0.02)))
+  with pytest.raises(errors.DataError, match=r"'labelled_fraction': 0.03 of the 72-row generative split keeps 2 "
+                                             r"labels, fewer than its 3 classes"):
+    _load(_config(path, labelled_fraction=0.03, conditional=True))
+  _load(_config(path, labelled_fraction=0.03, conditional=False))  # no conditional flows: no labelled subset
+  _load(_config(path, reduction_fractions=(0.0417,)))  # the fraction the message gives keeps 3 rows
+  names = [m.name for g in fm_training.groups_of(fm_config.hparams_of(
+      _config(path, reduction_fractions=(0.5, 0.001))).run) if g.name == "reduction" for m in g.members]
+  assert "random50_s0" in names and "random0.1_s0" in names, names  # 0.001 is not named "0"
 
 
 def test_the_launcher_names_a_bad_file_in_one_line(tmp_path, repo_root, python_env):

@@ -1,7 +1,9 @@
 """A user's labelled images from an ``.npz`` file, checked before any training.
 
 The file holds ``images`` ``[N, H, W]`` or ``[N, H, W, C]`` and ``labels``
-``[N]`` (written with ``np.savez(path, images=..., labels=...)``). Images are
+``[N]`` (written with ``np.savez(path, images=..., labels=...)``); a
+channels-first ``[N, C, H, W]`` array (at most :data:`MAX_CHANNELS` rows and
+more channels) is refused with the transpose that fixes it. Images are
 ``uint8`` in 0..255 (divided by 255) or numbers already in [0, 1]; labels are
 integers ``0 .. K-1`` with every class present. :func:`load` returns float32
 images ``[N, H, W, C]`` in [0, 1] and int32 labels; every way the file can be
@@ -18,6 +20,7 @@ import numpy as np
 from datasets import npz_files
 
 ARRAYS = ("images", "labels")
+MAX_CHANNELS = 4  # grey, grey + alpha, RGB, RGBA: an image [N, H, W, C] with H <= 4 < C is taken as channels-first
 HOW = ("write it with np.savez(path, images=images, labels=labels): images [N, H, W] or [N, H, W, C], "
        "uint8 or in [0, 1]; labels [N] integers 0..K-1")
 
@@ -45,6 +48,10 @@ def check(images, labels, *, where: str = "", min_per_class: int = 1) -> tuple[n
     x = x[..., None]
   if 0 in x.shape:
     raise ImageFileError(f"{pre}array 'images' has shape {x.shape}: no images, or an empty side")
+  if x.shape[1] <= MAX_CHANNELS < x.shape[3]:
+    raise ImageFileError(f"{pre}array 'images' has shape {x.shape}: height {x.shape[1]} and {x.shape[3]} channels, "
+                         f"which reads as channels-first [N, C, H, W]; images are [N, H, W, C] "
+                         "(store np.moveaxis(images, 1, -1))")
   if x.dtype == np.uint8:
     x = x.astype(np.float32) / 255.0
   else:

@@ -89,8 +89,17 @@ class Run(hparams.Hyperparameters):
       yield "flow_steps", f"{self.flow_steps} is not a multiple of chunk_steps={self.chunk_steps}"
     if self.reduction_fractions and not self.reduction_criteria:
       yield "reduction_criteria", "must not be empty when reduction_fractions is not"
+    tags = [percent(f) for f in self.reduction_fractions]
+    if len(set(tags)) < len(tags):
+      yield "reduction_fractions", (f"{self.reduction_fractions} name the same models ({', '.join(tags)} %): "
+                                    "give fractions that differ in their first 6 significant digits")
     if 0.0 not in self.t_splits or 1.0 not in self.t_splits:
       yield "t_splits", f"{self.t_splits} must contain 0 (large alone) and 1 (small alone)"
+
+
+def percent(fraction: float) -> str:
+  """A kept fraction as the percentage that names its models (``0.25`` -> ``"25"``, ``0.001`` -> ``"0.1"``)."""
+  return f"{100 * fraction:g}"
 
 
 class Hp(NamedTuple):

@@ -9,6 +9,8 @@ saying why; the launcher prints it in one line.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from datasets.images import npz_images
@@ -17,6 +19,7 @@ from datasets.images import tfds_catalog
 from launch import errors
 from launch.configs import flow_matching as fm_config
 from methods.flow_matching import autoencoder
+from methods.flow_matching import scoring
 
 
 def source(config) -> tuple[str, str, str]:
@@ -77,6 +80,33 @@ def check_networks(config, hp: fm_config.Hp, x, y) -> None:
     if h % p or w % p:
       raise errors.DataError(f"'{arch}.patch': {what}: the {h}x{w} latent grid is not divisible by "
                              f"{arch}.patch = {p}")
+
+
+def check_subsets(hp: fm_config.Hp, gen_y) -> None:
+  """Refuses a kept fraction whose subset of the generative split cannot hold one image of each class.
+
+  ``reduction_fractions`` keep ``scoring.subset_size(n, f)`` rows; with
+  ``conditional``, ``labelled_fraction`` keeps that many labels. Either below
+  the class count ``K`` trains a model on a handful of images (or labels) that
+  cannot stand for every class, however they are chosen.
+  """
+  n, k = len(gen_y), int(np.max(gen_y)) + 1
+  rc = hp.run
+  keys = [("reduction_fractions", f) for f in rc.reduction_fractions]
+  keys += [("labelled_fraction", rc.labelled_fraction)] if rc.conditional else []
+  for key, f in keys:
+    kept = scoring.subset_size(n, f)
+    if kept < k:
+      what = ("label" if key == "labelled_fraction" else "row") + ("" if kept == 1 else "s")
+      raise errors.DataError(f"'{key}': {f:g} of the {n}-row generative split keeps {kept} {what}, fewer than "
+                             f"its {k} classes; "
+                             f"give a fraction of at least {_up(k / n):g}")
+
+
+def _up(v: float) -> float:
+  """``v`` > 0 rounded up to 3 significant digits (a fraction shown that way still keeps the rows it names)."""
+  unit = 10.0 ** (math.floor(math.log10(v)) - 2)
+  return round(math.ceil(v / unit - 1e-9) * unit, 12)
 
 
 def check(config, hp: fm_config.Hp, x, y) -> None:

@@ -86,6 +86,7 @@ def load_data(config, hp: fm_config.Hp) -> Data:
   data_checks.check(config, hp, x, y)
   idx = splits.stratified_split(np.asarray(y, np.int64))
   y = np.asarray(y, np.int32)
+  data_checks.check_subsets(hp, y[idx["generative"]])
   return Data(*(a[idx[p]] for p in ("generative", "feature", "feature_test") for a in (x, y)))
 
 
@@ -114,7 +115,7 @@ def groups_of(rc) -> list[Group]:
   out = [Group("large", "large", False, tuple(large)),
          Group("small", "small", False, tuple(Member(f"small_s{s}", s, s, 1.0, "") for s in seeds))]
   if rc.reduction_fractions:
-    red = [Member(f"{c}{round(100 * f)}_s{s}", s, s, f, c)
+    red = [Member(f"{c}{fm_config.percent(f)}_s{s}", s, s, f, c)
            for f in rc.reduction_fractions for c in rc.reduction_criteria for s in seeds]
     out.append(Group("reduction", "large", False, tuple(red)))
   if rc.conditional:
