@@ -203,3 +203,22 @@ def test_a_data_dir_prepared_with_other_settings_is_refused_before_compute(tmp_p
   assert "prepared with another seed (0, not 7)" in line, line
   line = _error_line([*base, "--config.structure.groups_max=3"])
   assert "prepared with another prior_digest" in line, line
+
+
+def test_a_data_dir_of_other_files_is_not_written_into(tmp_path):
+  """An unprepared ``data_dir`` holding entries no build writes (the user's files) is refused; a file too."""
+  mine = tmp_path / "mine"
+  for name in ("notes.txt", "a", "b", "c", "d", "e"):
+    (mine / "sub").mkdir(parents=True, exist_ok=True)
+    (mine / name).write_text("x")
+  base = ["--config=launch/configs/graphpfn_prior.py:smoke"]
+  line = _error_line([*base, f"--config.data_dir={mine}"])
+  assert (f"'data_dir': '{mine}' holds no prepared graphpfn_prior examples but other entries ('a', 'b', 'c', 'd', "
+          "'e' and 2 more), among which the examples would be written: choose a new or empty data_dir") in line, line
+  line = _error_line([*base, f"--config.data_dir={mine / 'notes.txt'}"])
+  assert "notes.txt' is a file, not a directory" in line, line
+  build = tmp_path / "build"  # what a killed build leaves is resumed, not refused
+  for name in prior.BUILD_ENTRIES:
+    (build / name).mkdir(parents=True)
+  runner.validate(launcher.config_from_args([*base, f"--config.data_dir={build}"]))
+  runner.validate(launcher.config_from_args([*base, f"--config.data_dir={tmp_path / 'new'}"]))

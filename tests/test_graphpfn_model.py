@@ -235,3 +235,30 @@ def test_bad_arrays_named():
     _batch([{k: v for k, v in g.items() if k != "x"}])
   with pytest.raises(graphpfn.BatchError, match="3 graphs do not fit a batch of batch_size=2"):
     _batch([g] * 3, batch_size=2)
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("x", lambda g: g["x"].astype(str), r"key 'x' has dtype <U\d+; numbers are needed"),
+    ("y", lambda g: np.array(["cat"] * 24), r"key 'y' has dtype <U3; numbers are needed"),
+    ("senders", lambda g: g["senders"] + 0.5, r"key 'senders' has the value \d+\.5 at entry 0; node ids are whole"),
+    ("receivers", lambda g: np.where(np.arange(len(g["receivers"])) == 3, np.nan, g["receivers"]),
+     r"key 'receivers' has the value nan at entry 3"),
+    ("train_mask", lambda g: np.where(g["train_mask"], 2, 0), r"key 'train_mask' has the value 2 at entry 0; a mask "
+                                                              r"holds booleans or 0 / 1"),
+    ("eval_mask", lambda g: np.array(["yes"] * 24), r"key 'eval_mask' has dtype <U3"),
+    ("eval_mask", lambda g: np.zeros(23, bool), r"key 'eval_mask' has 23 entries but the graph has 24 nodes"),
+    ("num_nodes", lambda g: "24", r"key 'num_nodes' is '24'; expected a whole number >= 0"),
+    ("num_nodes", lambda g: 24.5, r"key 'num_nodes' is 24.5; expected a whole number"),
+    ("num_classes", lambda g: 2.5, r"key 'num_classes' is 2.5; expected a whole number"),
+    ("weight", lambda g: -1.0, r"key 'weight' is -1.0; expected a number >= 0"),
+    ("weight", lambda g: float("nan"), r"key 'weight' is nan"),
+    ("task", lambda g: 1.5, r"unknown task 1.5 \(key 'task'\)"),
+])
+def test_arrays_of_the_wrong_kind_are_named_not_converted(key, value, match):
+  """Strings, fractional node ids, masks beyond 0 / 1 and bad scalars are named (``astype`` would mangle them)."""
+  g = _graph(10)
+  with pytest.raises(graphpfn.BatchError, match="graph 0: " + match):
+    _batch([g | {key: value(g)}])
+  ok = g | {"senders": g["senders"].astype(np.float64), "train_mask": g["train_mask"].astype(np.int8),
+            "num_nodes": np.int64(24), "weight": 0.5}
+  np.testing.assert_array_equal(_batch([ok]).senders, _batch([g]).senders)  # whole floats and 0 / 1 ints are read

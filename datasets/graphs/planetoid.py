@@ -239,7 +239,10 @@ def _integers(value, what: str) -> np.ndarray:
 
 
 def _checked(x, y, senders, receivers, num_train: int, test_index):
-  """:func:`write`'s arguments as arrays, each checked against the others (``ValueError`` naming the argument)."""
+  """:func:`write`'s arguments as arrays, each checked against the others (``ValueError`` naming the argument).
+
+  Returns ``(x, y, senders, receivers, test, rest)``: ``rest`` the non-test node ids in order.
+  """
   x = np.asarray(x, np.float32)
   y = _integers(y, "y")
   if x.ndim != 2 or x.shape[0] != y.shape[0]:
@@ -268,7 +271,7 @@ def _checked(x, y, senders, receivers, num_train: int, test_index):
   if test.size and rest.size and test.min() < rest.max():
     raise ValueError(f"test_index: test node {int(test.min())} precedes node {int(rest.max())}, which is not a test "
                      f"node; the Planetoid format puts the test nodes after all the others (renumber the nodes)")
-  return x, y, senders, receivers, test
+  return x, y, senders, receivers, test, rest
 
 
 def write(directory: str, name: str, *, x, y, senders, receivers, num_train: int, test_index) -> None:
@@ -293,9 +296,8 @@ def write(directory: str, name: str, *, x, y, senders, receivers, num_train: int
   why = name_problem(name)
   if why:
     raise PlanetoidFormatError(why)
-  x, y, senders, receivers, test = _checked(x, y, senders, receivers, num_train, test_index)
+  x, y, senders, receivers, test, rest = _checked(x, y, senders, receivers, num_train, test_index)
   os.makedirs(directory, exist_ok=True)
-  rest = np.setdiff1d(np.arange(len(y)), test)
   k = int(np.max(y)) + 1
   onehot = np.eye(k + 1, dtype=np.float32)[np.where(y >= 0, y, k)][:, :k]  # -1 -> an all-zero row
   adj = {}

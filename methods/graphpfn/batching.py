@@ -67,7 +67,10 @@ def _task_id(value, where: str) -> int:
     if value not in TASK_IDS:
       raise BatchError(f"{where}: unknown task {value!r} (key 'task'); allowed: {list(TASK_IDS)}")
     return TASK_IDS[value]
-  v = int(np.asarray(value))
+  a = np.asarray(value)
+  if a.shape != () or a.dtype.kind not in "iuf" or not np.isfinite(a) or a != np.round(a):
+    raise BatchError(f"{where}: unknown task {value!r} (key 'task'); allowed: {dict(TASK_IDS)}")
+  v = int(a)
   if v not in TASK_IDS.values():
     raise BatchError(f"{where}: unknown task {v} (key 'task'); allowed: {dict(TASK_IDS)}")
   return v
@@ -79,7 +82,25 @@ def _array(example: Mapping, key: str, where: str, ndim: int, dtype) -> np.ndarr
   a = np.asarray(example[key])
   if a.ndim != ndim:
     raise BatchError(f"{where}: key {key!r} has shape {a.shape}; expected {ndim} dimensions")
+  if a.dtype.kind not in "biuf":
+    raise BatchError(f"{where}: key {key!r} has dtype {a.dtype}; numbers are needed")
+  want = np.dtype(dtype).kind
+  if want == "b" and a.dtype.kind != "b" and np.any((a != 0) & (a != 1)):
+    i = _first_bad((a != 0) & (a != 1))
+    raise BatchError(f"{where}: key {key!r} has the value {a[i].item()!r} at entry {i}; a mask holds booleans or 0 / 1")
+  if want in "iu" and a.dtype.kind == "f" and not np.all(np.isfinite(a) & (a == np.round(a))):
+    i = _first_bad(~(np.isfinite(a) & (a == np.round(a))))
+    raise BatchError(f"{where}: key {key!r} has the value {a[i].item()!r} at entry {i}; node ids are whole numbers")
   return a.astype(dtype)
+
+
+def _scalar(example: Mapping, key: str, where: str, default, whole: bool):
+  """``example[key]`` (or ``default``) as an ``int`` if ``whole`` else a ``float``; finite and not negative."""
+  value = example.get(key, default)
+  a = np.asarray(value)
+  if a.shape != () or a.dtype.kind not in "biuf" or not np.isfinite(a) or a < 0 or (whole and a != np.round(a)):
+    raise BatchError(f"{where}: key {key!r} is {value!r}; expected a {'whole ' if whole else ''}number >= 0")
+  return int(a) if whole else float(a)
 
 
 def _first_bad(bad: np.ndarray) -> int:
@@ -94,7 +115,7 @@ def check_graph(example: Mapping, *, num_features: int, num_classes: int, index:
   """
   where = f"graph {index}"
   x = _array(example, "x", where, 2, np.float32)
-  n = int(example.get("num_nodes", x.shape[0]))
+  n = _scalar(example, "num_nodes", where, x.shape[0], whole=True)
   if x.shape[0] != n:
     raise BatchError(f"{where}: key 'x' has {x.shape[0]} rows but num_nodes is {n}")
   if x.shape[1] > num_features:
@@ -117,7 +138,7 @@ def check_graph(example: Mapping, *, num_features: int, num_classes: int, index:
     known = np.isfinite(y) & (y >= 0)
     if np.any(known & (y != np.round(y))):
       raise BatchError(f"{where}: key 'y' has a non-integer class id at node {_first_bad(known & (y != np.round(y)))}")
-    classes = int(example.get("num_classes", int(np.max(np.where(known, y, 0))) + 1))
+    classes = _scalar(example, "num_classes", where, int(np.max(np.where(known, y, 0))) + 1, whole=True)
     classes = max(classes, 2)
     if task == BINARY and classes != 2:
       raise BatchError(f"{where}: a binary task has num_classes={classes}; expected 2")
@@ -128,9 +149,9 @@ def check_graph(example: Mapping, *, num_features: int, num_classes: int, index:
                        f"at node {_first_bad(known & (y >= classes))}")
   if np.any(train & ~known):
     raise BatchError(f"{where}: key 'y' has no valid label at training node {_first_bad(train & ~known)}")
-  eval_mask = (np.asarray(example["eval_mask"], bool) if "eval_mask" in example else known & ~train)
+  eval_mask = _array(example, "eval_mask", where, 1, bool) if "eval_mask" in example else known & ~train
   if eval_mask.shape != (n,):
-    raise BatchError(f"{where}: key 'eval_mask' has shape {eval_mask.shape}; expected ({n},)")
+    raise BatchError(f"{where}: key 'eval_mask' has {eval_mask.shape[0]} entries but the graph has {n} nodes")
   if np.any(eval_mask & ~known):
     raise BatchError(f"{where}: key 'eval_mask' selects node {_first_bad(eval_mask & ~known)}, which has no valid label")
   senders = _array(example, "senders", where, 1, np.int64)
@@ -143,7 +164,7 @@ def check_graph(example: Mapping, *, num_features: int, num_classes: int, index:
                        f"at edge {_first_bad((a < 0) | (a >= n))}")
   return {"x": x, "y": np.where(known, y, 0.0).astype(np.float32), "train_mask": train, "eval_mask": eval_mask,
           "senders": senders.astype(np.int32), "receivers": receivers.astype(np.int32), "task": task,
-          "num_classes": classes, "num_nodes": n, "weight": float(example.get("weight", 1.0))}
+          "num_classes": classes, "num_nodes": n, "weight": _scalar(example, "weight", where, 1.0, whole=False)}
 
 
 def _empty() -> dict:

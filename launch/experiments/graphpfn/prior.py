@@ -17,13 +17,13 @@ features, classification and regression, at
 ``graph_conv_ratio`` 0 and ``probe_high_ratio``) on ``probe_graphs``
 samples; the first ``tfds_examples`` samples written through the TFDS
 builder ``graphpfn_prior`` to ``data_dir`` and read back (a data dir that
-holds examples of another seed, count or prior is refused before any
-compute); histograms and drawings of
-sampled graphs.
+holds examples of another seed, count or prior, or entries no build writes,
+is refused before any compute); histograms and drawings of sampled graphs.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import math
@@ -134,6 +134,9 @@ def sample_batches(config, ctx: Context, structure_hp, attribute_hp):
 
 
 SETTINGS_FILE = "graphpfn_prior_settings.json"
+STAGED = "staged"  # the shards staged for the TFDS build, under data_dir
+# What a build of the examples writes in data_dir: a data dir holding anything else is the user's, not written into.
+BUILD_ENTRIES = (SETTINGS_FILE, STAGED, "downloads", prior_builder.GraphpfnPrior.name)
 
 
 def tfds_settings(config, structure_hp=None, attribute_hp=None) -> dict:
@@ -155,7 +158,7 @@ def tfds_mismatch(data_dir: str, settings: dict, prepared: bool | None = None) -
   if prepared is None:
     prepared = prior_builder.builder(data_dir).is_prepared()
   if not prepared:
-    return None
+    return _foreign(data_dir)
   path = os.path.join(data_dir, SETTINGS_FILE)
   try:
     with open(path) as f:
@@ -167,6 +170,20 @@ def tfds_mismatch(data_dir: str, settings: dict, prepared: bool | None = None) -
   if differ:
     return (f"{data_dir!r} holds graphpfn_prior examples prepared with another " + ", ".join(
         f"{k} ({made.get(k)!r}, not {settings[k]!r})" for k in differ) + ": choose another data_dir")
+  return None
+
+
+def _foreign(data_dir: str) -> str | None:
+  """Why the unprepared ``data_dir`` is not this experiment's to write (a file, or entries no build makes)."""
+  if not os.path.exists(data_dir):
+    return None
+  if not os.path.isdir(data_dir):
+    return f"{data_dir!r} is a file, not a directory: choose a new or empty data_dir"
+  other = sorted(e for e in os.listdir(data_dir) if e not in BUILD_ENTRIES)
+  if other:
+    shown = ", ".join(repr(e) for e in other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+    return (f"{data_dir!r} holds no prepared graphpfn_prior examples but other entries ({shown}), among which the "
+            "examples would be written: choose a new or empty data_dir")
   return None
 
 
@@ -188,7 +205,7 @@ def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
   if config.tfds_examples == 0:
     return {}
   data_dir = os.path.expanduser(config.data_dir) if config.data_dir else os.path.join(ctx.workdir, "data")
-  manual = os.path.join(data_dir, "staged")
+  manual = os.path.join(data_dir, STAGED)
   settings = tfds_settings(config, structure_hp, attribute_hp)
   prepared = prior_builder.builder(data_dir).is_prepared()
   why = tfds_mismatch(data_dir, settings, prepared)
@@ -197,6 +214,8 @@ def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
   fn = _sampler(structure_hp, attribute_hp, ctx.mesh)
   base = jax.random.key(config.seed)
   if not prepared:
+    for old in glob.glob(os.path.join(manual, "shard_*.npz")):  # a killed build's shards, maybe of other settings
+      os.remove(old)
     for shard, start in enumerate(range(0, config.tfds_examples, config.batch_size)):
       count = min(config.batch_size, config.tfds_examples - start)
       batch = fn(base, start, count, config.batch_size)
