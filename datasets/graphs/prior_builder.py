@@ -24,6 +24,7 @@ import tensorflow_datasets as tfds
 from datasets import preparation
 
 FIELDS = ("senders", "receivers", "x", "y", "train_mask", "task", "num_classes")
+SHARDS = "shard_*.npz"  # the staged shards, named by stage() and read by the build
 
 
 class GraphpfnPrior(tfds.core.GeneratorBasedBuilder):
@@ -57,13 +58,19 @@ class GraphpfnPrior(tfds.core.GeneratorBasedBuilder):
     return {"train": self._generate_examples(str(dl_manager.manual_dir))}
 
   def _generate_examples(self, manual_dir):
-    shards = sorted(glob.glob(os.path.join(manual_dir, "shard_*.npz")))
+    shards = sorted(glob.glob(os.path.join(manual_dir, SHARDS)))
     if not shards:
       raise FileNotFoundError(f"no staged shards in {manual_dir}; stage samples first (prior_builder.stage)")
     for path in shards:
       with np.load(path) as z:
         for i in z["ids"]:
           yield int(i), {f: z[f"{i}/{f}"] for f in FIELDS}
+
+
+def unstage(manual_dir: str) -> None:
+  """Removes every staged shard of ``manual_dir`` (a killed build's, before a build starts again)."""
+  for path in glob.glob(os.path.join(manual_dir, SHARDS)):
+    os.remove(path)
 
 
 def stage(manual_dir: str, shard: int, examples: Iterable[tuple[int, Mapping[str, np.ndarray]]]) -> str:

@@ -23,7 +23,6 @@ is refused before any compute); histograms and drawings of sampled graphs.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import math
@@ -214,8 +213,7 @@ def write_tfds(config, ctx: Context, structure_hp, attribute_hp) -> dict:
   fn = _sampler(structure_hp, attribute_hp, ctx.mesh)
   base = jax.random.key(config.seed)
   if not prepared:
-    for old in glob.glob(os.path.join(manual, "shard_*.npz")):  # a killed build's shards, maybe of other settings
-      os.remove(old)
+    prior_builder.unstage(manual)  # a killed build's shards, maybe of other settings
     for shard, start in enumerate(range(0, config.tfds_examples, config.batch_size)):
       count = min(config.batch_size, config.tfds_examples - start)
       batch = fn(base, start, count, config.batch_size)
