@@ -1,6 +1,7 @@
-"""Test set-up: 8 simulated CPU devices, strict rank promotion and one compilation cache per test run.
+"""Test set-up: 8 simulated CPU devices, strict rank promotion, and per test run one compilation cache
+and one temporary directory.
 
-All three must be set before any JAX computation, hence at import time here.
+All must be set before any JAX computation, hence at import time here.
 """
 
 import gc
@@ -40,6 +41,17 @@ if os.environ.get(_RUN_CACHE):  # this process imported jax before reading the v
   jax.config.update("jax_compilation_cache_dir", os.environ[_RUN_CACHE])
   for _name, _value in _CACHE_SETTINGS.items():
     jax.config.update(_name, _value)
+# One temporary directory per test run, removed at its end, for whatever the code under test (or a
+# library: TensorFlow Datasets makes an empty ``tmp*tfds`` directory each time it constructs a builder
+# over an unprepared data_dir, and never removes it) leaves in the system's temporary directory. Workers
+# and subprocesses inherit it through ``TMPDIR``; pytest's own ``tmp_path`` folders stay where they were
+# (``PYTEST_DEBUG_TEMPROOT``), so a failed test's files outlive the run as usual.
+_RUN_TMP = "ICML26_TEST_TMPDIR"
+_OWN_TMP = not os.environ.get(_RUN_TMP)
+if _OWN_TMP:
+  os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+  os.environ[_RUN_TMP] = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="icml26-tests-")
+  tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -56,6 +68,8 @@ def pytest_unconfigure(config):
   del config
   if _OWN_CACHE:
     shutil.rmtree(os.environ[_RUN_CACHE], ignore_errors=True)
+  if _OWN_TMP:
+    shutil.rmtree(os.environ[_RUN_TMP], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="module")
