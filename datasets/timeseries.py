@@ -98,6 +98,10 @@ def _lines(path: str) -> list[tuple[int, str]]:
 def _header(path: str, line: tuple[int, str], time_column: str, states: Sequence[str]):
   """``(columns, time index, state names, state indices)`` from the header line."""
   columns = [c.strip() for c in line[1].split(",")]
+  if all(_is_number(c) for c in columns):
+    example = [f"x{j}" for j in range(1, len(columns))]
+    raise CsvError(f"{path}, line {line[0]}: the first row holds numbers {columns[:4]}, not column names; the file "
+                   f"needs a header row naming the time column and the states (e.g. t,{','.join(states or example)})")
   if len(set(columns)) != len(columns) or not all(columns):
     raise CsvError(f"{path}, line {line[0]}: the header {columns} has empty or repeated names")
   t_idx = _pick(time_column, columns, path, "time_column") if time_column else 0
@@ -116,6 +120,14 @@ def _header(path: str, line: tuple[int, str], time_column: str, states: Sequence
       raise CsvError(f"{path}: column {s!r} cannot name a state (use a plain identifier, not t, a function "
                      "or a Python keyword)")
   return columns, t_idx, names, idx
+
+
+def _is_number(text: str) -> bool:
+  try:
+    float(text)
+  except ValueError:
+    return False
+  return True
 
 
 def _cell(x: str, where: str, is_time: bool, dtype) -> float:
@@ -219,9 +231,28 @@ def first_values(data: CsvData) -> np.ndarray:
 
 
 def write_csv(path: str, t: np.ndarray, x: np.ndarray, states: Sequence[str], time_name: str = "t") -> None:
-  """Writes ``x [T, S]`` at times ``t [T]`` (NaN as an empty cell) in the format :func:`read_csv` reads."""
-  x = np.asarray(x, np.float64).reshape(len(t), -1)
+  """Writes ``x [T, S]`` at times ``t [T]`` (NaN as an empty cell) in the format :func:`read_csv` reads.
+
+  Every number is written in full (its shortest round-trip text), so
+  :func:`read_csv` reads back exactly the float64 values given.
+
+  Raises:
+    ValueError: ``t`` not ``[T]``, or ``x`` neither ``[T, S]`` nor ``[T]``
+      with one state (``S = len(states)``), named with the shapes.
+  """
+  t, x = np.asarray(t, np.float64), np.asarray(x, np.float64)
+  if x.ndim == 1 and len(states) == 1:
+    x = x[:, None]
+  if t.ndim != 1 or x.shape != (len(t), len(states)):
+    raise ValueError(f"x has shape {x.shape} and t {t.shape}; write_csv needs x [T, S] = ({len(t)}, {len(states)}) "
+                     f"for t [T] and the states {list(states)}")
   with open(path, "w", encoding="utf-8") as f:
     f.write(",".join([time_name, *states]) + "\n")
-    for ti, row in zip(np.asarray(t, np.float64), x):
-      f.write(",".join([f"{ti:g}"] + ["" if not math.isfinite(v) else f"{v:.6g}" for v in row]) + "\n")
+    for ti, row in zip(t, x):
+      f.write(",".join([_exact(ti)] + ["" if not math.isfinite(v) else _exact(v) for v in row]) + "\n")
+
+
+def _exact(v) -> str:
+  """The shortest text that reads back as the float64 ``v`` (``repr``, without a trailing ``.0``)."""
+  text = repr(float(v))
+  return text[:-2] if text.endswith(".0") else text

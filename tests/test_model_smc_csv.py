@@ -90,6 +90,17 @@ def test_reading_missing_cells_gaps_and_overrides(tmp_path):
     (GOOD.replace("position", "a"), {}, "library[0]",
      "'a' (and 5 more bodies) has no parameter, every name in it is a state of ['a', 'velocity']: the state 'a'"),
     (GOOD, {"library_extra": ("position",)}, "library[6]", "'position' has no parameter"),
+    # A misspelt state would be a parameter: named like a state, or a second parameter of a state-free body.
+    (GOOD, {"library_extra": ("a*positon^2",)}, "library[6]",
+     "'a*positon^2': the parameter 'positon' is named like the state 'position' (a name that is not a state of "
+     "['position', 'velocity'] is a parameter): did you mean 'position'?"),
+    (GOOD, {"library_extra": ("a*z",)}, "library[6]", "'a*z': no state of ['position', 'velocity'] and the "
+     "parameters ['a', 'z']: a constant needs one parameter"),
+    # A file without a header row, and one too short to fit 3 rows and hold one out.
+    (GOOD.split("\n", 1)[1], {}, "data.path", "line 1: the first row holds numbers ['0', '1.0000', '-0.0000'], not "
+     "column names; the file needs a header row naming the time column and the states (e.g. t,x1,x2)"),
+    ("t,x\n0,1\n1,2\n2,3\n", {"num_fit": 3}, "data.path", "has 3 grid rows; a fit needs at least 4 (3 fitted and "
+     "1 held out)"),
     # State names: a Python keyword, a latent state the language reserves, a repeated or time column.
     (GOOD.replace("velocity", "lambda"), {}, "data.path", "column 'lambda' cannot name a state"),
     (GOOD, {"data.latent": ("exp",), "data.latent_x0": (1.0,)}, "data.latent", "'exp' must be a new state name"),
@@ -108,6 +119,35 @@ def test_bad_files_fail_before_any_fit_naming_the_problem(tmp_path, text, overri
     runner.run(_config(path, **overrides), str(tmp_path / "w"))
   assert f"'{key}'" in str(info.value) and words in str(info.value), str(info.value)
   assert not os.path.exists(tmp_path / "w")
+
+
+def test_write_csv_reads_back_exactly_and_refuses_a_shape_that_is_not_t_by_states(tmp_path):
+  """Unix timestamps a minute apart and values of full precision survive the file; a bad shape is named."""
+  rng = np.random.default_rng(0)
+  t = 1.7e9 + 60.0 * np.arange(6)  # {:g} wrote each as 1.7e+09
+  x = rng.normal(size=(6, 2)) * 10.0 ** rng.integers(-8, 8, size=(6, 2))
+  x[2, 1] = np.nan
+  path = str(tmp_path / "exact.csv")
+  timeseries.write_csv(path, t, x, ("u", "v"))
+  d = timeseries.read_csv(path)
+  np.testing.assert_array_equal(d.times, t)
+  np.testing.assert_array_equal(d.y, x)  # NaN in the same cell
+  timeseries.write_csv(path, t, x[:, 0], ("u",))  # [T] for one state
+  np.testing.assert_array_equal(timeseries.read_csv(path).y[:, 0], x[:, 0])
+  for bad_x, bad_t, states in ((x.T, t, ("u", "v")), (x, t[:5], ("u", "v")), (x, t, ("u",)), (x, t[:, None], ("u", "v"))):
+    with pytest.raises(ValueError, match=r"write_csv needs x \[T, S\]"):
+      timeseries.write_csv(str(tmp_path / "bad.csv"), bad_t, bad_x, states)
+  assert not os.path.exists(tmp_path / "bad.csv")
+
+
+def test_data_keys_of_a_file_are_refused_without_task_csv(tmp_path):
+  """``data.path`` (and the other keys describing the user's file) are read only by task=csv: never ignored."""
+  for key, value in (("path", "mine.csv"), ("states", ("x",)), ("time_column", "t")):
+    config = smc_config.get_config("smoke,task=pelts")
+    config.data[key] = value
+    with pytest.raises(config_schema.ConfigError, match=rf"'data.{key}': is read only with task=csv; task is "
+                                                         r"'pelts' \(give --config.task=csv\)"):
+      runner.validate(config)
 
 
 def test_a_byte_order_mark_is_dropped_and_a_directory_is_named(tmp_path):

@@ -16,6 +16,8 @@ number of devices).
 
 from __future__ import annotations
 
+import difflib
+
 from absl import logging
 import ml_collections
 import numpy as np
@@ -90,8 +92,15 @@ def _csv_checks(config):
                       "and initial states); add rows or shrink the library / prior.max_terms")
 
 
+CSV_ONLY = ("path", "time_column", "states", "latent", "latent_x0")  # the data.* keys that describe the user's file
+
+
 def _checks(config):
   """Cross-field checks that need the task (each yields ``(key, message)``)."""
+  if config.task != "csv":
+    for key in CSV_ONLY:
+      if config.data[key]:
+        yield f"data.{key}", f"is read only with task=csv; task is {config.task!r} (give --config.task=csv)"
   if config.task == "csv":
     problems = list(_csv_checks(config))
     yield from problems
@@ -120,6 +129,9 @@ def _checks(config):
       continue
     if not ex.params_of(parsed):
       bare.append((i, body))
+    misspelt = _misspelt_state(parsed, states)
+    if misspelt:
+      yield f"library[{i}]", f"{body!r}: {misspelt}"
     if key in seen:
       yield f"library[{i}]", f"{body!r} repeats another body (canonical form {key!r})"
     seen.add(key)
@@ -131,6 +143,27 @@ def _checks(config):
     i, body = bare[0]
     more = f" (and {len(bare) - 1} more bodies)" if len(bare) > 1 else ""
     yield f"library[{i}]", f"{body!r}{more} has no parameter, every name in it is a state of {list(states)}: {why}"
+
+
+def _misspelt_state(parsed, states) -> str:
+  """Why a library body reads like one with a misspelt state ("" if it does not).
+
+  Every name that is not a state is a parameter, so a misspelt state silently
+  becomes one: refused are a parameter named like a state (``positon`` for
+  ``position``) and a body with no state and several parameters (a constant
+  that is their product, which no data can separate).
+  """
+  params = ex.params_of(parsed)
+  for name in params:
+    close = difflib.get_close_matches(name, states, n=1, cutoff=0.75)
+    if close:
+      return (f"the parameter {name!r} is named like the state {close[0]!r} (a name that is not a state of "
+              f"{list(states)} is a parameter): did you mean {close[0]!r}?")
+  used = {n.name for n in ex.walk(parsed) if isinstance(n, ex.Sym) and n.kind == "state"}
+  if not used and len(params) > 1:
+    return (f"no state of {list(states)} and the parameters {list(params)}: a constant needs one parameter; is one "
+            "of them a misspelt state?")
+  return ""
 
 
 # ----------------------------------------------------------------------------

@@ -137,6 +137,9 @@ def read_csv(config) -> timeseries.CsvData:
 
 def check_fit_rows(d: timeseries.CsvData, num_fit: int, path: str):
   """Named problems of a training window that cannot be fitted (each yields ``(key, message)``)."""
+  if len(d.y) < 4:
+    yield "data.path", f"{path} has {len(d.y)} grid rows; a fit needs at least 4 (3 fitted and 1 held out)"
+    return
   if not 3 <= num_fit < len(d.y):
     yield "num_fit", (f"{num_fit} training rows; {path} has {len(d.y)} grid rows (need 3 <= num_fit < "
                       f"{len(d.y)}; the rest are held out)")
