@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 import numpy as np
+import pytest
 
 from envs import trees
 from launch import mesh as mesh_lib
@@ -106,3 +107,17 @@ def test_same_tallies_on_one_device_and_on_eight():
   np.testing.assert_allclose(outs[0].regret, outs[1].regret, rtol=1e-5)
   assert float(outs[0].runs) == 5
   assert isinstance(outs[0], search.Tally)
+
+
+def test_a_root_outside_the_mdp_is_named_not_clamped():
+  batch = mdp_cases.coin(3)
+  search = functools.partial(mcts.search, batch, key=jax.random.key(0), policy=mcts.uct_policy(), num_simulations=4,
+                             horizon=1)
+  states = batch.num_states
+  with pytest.raises(ValueError, match=rf"root_state\[2\] = {states} is not a state of the MDP"):
+    search(jnp.asarray([0, 1, states], jnp.int32))
+  with pytest.raises(ValueError, match=r"root_state\[0\] = -1 .* 1 of 3 roots"):
+    search(jnp.asarray([-1, 0, 0], jnp.int32))
+  with pytest.raises(ValueError, match="dtype float32"):
+    search(jnp.zeros(3, jnp.float32))
+  assert search(jnp.asarray([0, 1, states - 1], jnp.int32)).action.shape == (3,)  # every state is a valid root

@@ -49,7 +49,6 @@ from launch.bench import varde_arrays
 from launch.bench import varde_numpy
 from launch.configs import varde_bai as varde_config
 from launch.experiments.varde import bai as varde_bai
-from methods import varde
 
 ABLATIONS = ("no draws", "one arm", "neither")
 
@@ -71,7 +70,7 @@ def _ablations(config, mesh, budget: int, means: np.ndarray) -> list:
   ``one arm``: every seed pulls arm ``t mod K`` at step ``t``, the same arm
   for all seeds, so the argmax over arms and the reads and writes at a
   per-seed arm index become column slices; ``neither``: both. Otherwise the
-  same sweep as :func:`launch.experiments.varde.bai.make_chunk_fn`'s; their
+  same sweep as :func:`launch.experiments.varde.bai.sweep_fn`'s; their
   error rates mean nothing.
   """
   _, (algorithm,), neyman = varde_config.algorithm_suite(config, len(means), budget)
@@ -82,16 +81,9 @@ def _ablations(config, mesh, budget: int, means: np.ndarray) -> list:
     return m, s, lambda arm, index: m[arm] + s[arm] * (index.astype(jnp.float32) / budget - 0.5)
 
   one_arm = algorithm._replace(select=lambda state, key, t: (t % k).astype(jnp.int32))
-  base = jax.random.key(config.seed)
-
-  def sweep_fn(alg, inst):
-    def chunk(ids):
-      keys = jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.maximum(ids, 0))
-      return varde.sweep([alg], inst, keys, ids >= 0, budget=budget, neyman_taus=tuple(neyman.values())).errors
-    return jax.jit(chunk, in_shardings=mesh_lib.data_sharding(mesh), out_shardings=mesh_lib.replicated(mesh))
-
   ids = varde_bai.chunk_seed_ids(config, mesh, 0)
-  return [(sweep_fn(a, i), (ids,)) for a, i in ((algorithm, fixed), (one_arm, instance), (one_arm, fixed))]
+  return [(varde_bai.sweep_fn(config, mesh, budget, [a], i, neyman), (ids,))
+          for a, i in ((algorithm, fixed), (one_arm, instance), (one_arm, fixed))]
 
 
 def _peer_rows(budget, num_seeds, means, error, runs_per_s, ours, others, num_arrays) -> tuple[dict, dict]:

@@ -29,6 +29,7 @@ import dataclasses
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from envs import mdps
 from methods.common import hparams
@@ -139,6 +140,19 @@ def search_one(
                                 horizon=horizon, budget=budget)
 
 
+def _check_roots(root_state: jax.Array, num_states: int) -> None:
+  """Concrete root states are int states of the MDP (a gather would clamp one past the end to the last state)."""
+  if isinstance(root_state, jax.core.Tracer):
+    return
+  roots = np.asarray(root_state)
+  if not np.issubdtype(roots.dtype, np.integer):
+    raise ValueError(f"root_state has dtype {roots.dtype}; the roots are int32 state indices")
+  bad = np.flatnonzero((roots < 0) | (roots >= num_states))
+  if bad.size:
+    raise ValueError(f"root_state[{bad[0]}] = {roots[bad[0]]} is not a state of the MDP (states 0..{num_states - 1}); "
+                     f"{bad.size} of {roots.size} roots are out of range")
+
+
 def search(
     mdp: mdps.TabularMDP, root_state: jax.Array, key: jax.Array, *, policy: rules.TreePolicy,
     num_simulations: int, horizon: int, leaf_value: str = "rollout",
@@ -159,11 +173,16 @@ def search(
 
   Returns:
     The recommended actions, root estimates and visit counts, and the trees.
+
+  Raises:
+    ValueError: concrete ``root_state`` that is not int or holds a state
+      outside ``[0, S)``, naming the first such root.
   """
   chex.assert_rank(root_state, 1)
   chex.assert_shape(key, ())
   batch = root_state.shape[0]
   chex.assert_shape(mdp.reward_mean, (batch, None, None))
+  _check_roots(root_state, mdp.num_states)
   sim = tabular_simulator(mdp, horizon=horizon, leaf_value=leaf_value)
   return tree_search.search(sim, mdp, root_state, key, policy=policy, num_simulations=num_simulations,
                             horizon=horizon)

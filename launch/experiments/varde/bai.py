@@ -44,8 +44,12 @@ def make_instance_fn(config: ml_collections.ConfigDict, means: np.ndarray):
 def make_chunk_fn(config, mesh, budget: int, means: np.ndarray):
   """Jitted ``seed_ids [P] -> SweepStats`` (ids < 0 are padding), sharded over ``mesh``."""
   names, algorithms, neyman = varde_config.algorithm_suite(config, len(means), budget)
+  return names, neyman, sweep_fn(config, mesh, budget, algorithms, make_instance_fn(config, means), neyman)
+
+
+def sweep_fn(config, mesh, budget: int, algorithms, instance, neyman: dict):
+  """Jitted ``seed_ids [P] -> SweepStats`` of ``algorithms`` on ``instance`` (seed ``i``'s key: ``fold_in(seed, i)``)."""
   base_key = jax.random.key(config.seed)
-  instance = make_instance_fn(config, means)
 
   def chunk(seed_ids):
     keys = jax.vmap(lambda i: jax.random.fold_in(base_key, i))(jnp.maximum(seed_ids, 0))
@@ -53,12 +57,7 @@ def make_chunk_fn(config, mesh, budget: int, means: np.ndarray):
         algorithms, instance, keys, seed_ids >= 0, budget=budget, neyman_taus=tuple(neyman.values())
     )
 
-  fn = jax.jit(
-      chunk,
-      in_shardings=mesh_lib.data_sharding(mesh),
-      out_shardings=mesh_lib.replicated(mesh),
-  )
-  return names, neyman, fn
+  return jax.jit(chunk, in_shardings=mesh_lib.data_sharding(mesh), out_shardings=mesh_lib.replicated(mesh))
 
 
 def chunk_seed_ids(config, mesh, chunk: int) -> jax.Array:
