@@ -68,7 +68,7 @@ def _task_id(value, where: str) -> int:
       raise BatchError(f"{where}: unknown task {value!r} (key 'task'); allowed: {list(TASK_IDS)}")
     return TASK_IDS[value]
   a = np.asarray(value)
-  if a.shape != () or a.dtype.kind not in "iuf" or not np.isfinite(a) or a != np.round(a):
+  if a.shape != () or a.dtype.kind not in "iuf" or not _whole(a):
     raise BatchError(f"{where}: unknown task {value!r} (key 'task'); allowed: {dict(TASK_IDS)}")
   v = int(a)
   if v not in TASK_IDS.values():
@@ -85,11 +85,9 @@ def _array(example: Mapping, key: str, where: str, ndim: int, dtype) -> np.ndarr
   if a.dtype.kind not in "biuf":
     raise BatchError(f"{where}: key {key!r} has dtype {a.dtype}; numbers are needed")
   want = np.dtype(dtype).kind
-  if want == "b" and a.dtype.kind != "b" and np.any((a != 0) & (a != 1)):
-    i = _first_bad((a != 0) & (a != 1))
+  if want == "b" and a.dtype.kind != "b" and (i := _first((a != 0) & (a != 1))) >= 0:
     raise BatchError(f"{where}: key {key!r} has the value {a[i].item()!r} at entry {i}; a mask holds booleans or 0 / 1")
-  if want in "iu" and a.dtype.kind == "f" and not np.all(np.isfinite(a) & (a == np.round(a))):
-    i = _first_bad(~(np.isfinite(a) & (a == np.round(a))))
+  if want in "iu" and a.dtype.kind == "f" and (i := _first(~_whole(a))) >= 0:
     raise BatchError(f"{where}: key {key!r} has the value {a[i].item()!r} at entry {i}; node ids are whole numbers")
   return a.astype(dtype)
 
@@ -98,13 +96,20 @@ def _scalar(example: Mapping, key: str, where: str, default, whole: bool):
   """``example[key]`` (or ``default``) as an ``int`` if ``whole`` else a ``float``; finite and not negative."""
   value = example.get(key, default)
   a = np.asarray(value)
-  if a.shape != () or a.dtype.kind not in "biuf" or not np.isfinite(a) or a < 0 or (whole and a != np.round(a)):
+  if a.shape != () or a.dtype.kind not in "biuf" or not np.isfinite(a) or a < 0 or (whole and not _whole(a)):
     raise BatchError(f"{where}: key {key!r} is {value!r}; expected a {'whole ' if whole else ''}number >= 0")
   return int(a) if whole else float(a)
 
 
-def _first_bad(bad: np.ndarray) -> int:
-  return int(np.flatnonzero(bad)[0])
+def _first(bad: np.ndarray) -> int:
+  """The first index where ``bad [M]`` holds; -1 if none does."""
+  hits = np.flatnonzero(bad)
+  return int(hits[0]) if hits.size else -1
+
+
+def _whole(a: np.ndarray) -> np.ndarray:
+  """Whether each entry of the number array ``a`` is a finite whole number."""
+  return np.isfinite(a) & (a == np.round(a))
 
 
 def check_graph(example: Mapping, *, num_features: int, num_classes: int, index: int = 0) -> dict:
@@ -120,8 +125,8 @@ def check_graph(example: Mapping, *, num_features: int, num_classes: int, index:
     raise BatchError(f"{where}: key 'x' has {x.shape[0]} rows but num_nodes is {n}")
   if x.shape[1] > num_features:
     raise BatchError(f"{where}: key 'x' has {x.shape[1]} features, over the model's maximum num_features={num_features}")
-  if not np.all(np.isfinite(x)):
-    raise BatchError(f"{where}: key 'x' has a non-finite value at row {_first_bad(~np.isfinite(x).all(1))}")
+  if (i := _first(~np.isfinite(x).all(1))) >= 0:
+    raise BatchError(f"{where}: key 'x' has a non-finite value at row {i}")
   if "task" not in example:
     raise BatchError(f"{where}: missing key 'task'")
   task = _task_id(example["task"], where)
@@ -136,32 +141,30 @@ def check_graph(example: Mapping, *, num_features: int, num_classes: int, index:
     known, classes = np.isfinite(y), 0
   else:
     known = np.isfinite(y) & (y >= 0)
-    if np.any(known & (y != np.round(y))):
-      raise BatchError(f"{where}: key 'y' has a non-integer class id at node {_first_bad(known & (y != np.round(y)))}")
+    if (i := _first(known & ~_whole(y))) >= 0:
+      raise BatchError(f"{where}: key 'y' has a non-integer class id at node {i}")
     classes = _scalar(example, "num_classes", where, int(np.max(np.where(known, y, 0))) + 1, whole=True)
     classes = max(classes, 2)
     if task == BINARY and classes != 2:
       raise BatchError(f"{where}: a binary task has num_classes={classes}; expected 2")
     if classes > num_classes:
       raise BatchError(f"{where}: num_classes={classes} is over the model's maximum num_classes={num_classes}")
-    if np.any(known & (y >= classes)):
-      raise BatchError(f"{where}: key 'y' has class {int(y[_first_bad(known & (y >= classes))])} >= num_classes={classes} "
-                       f"at node {_first_bad(known & (y >= classes))}")
-  if np.any(train & ~known):
-    raise BatchError(f"{where}: key 'y' has no valid label at training node {_first_bad(train & ~known)}")
+    if (i := _first(known & (y >= classes))) >= 0:
+      raise BatchError(f"{where}: key 'y' has class {int(y[i])} >= num_classes={classes} at node {i}")
+  if (i := _first(train & ~known)) >= 0:
+    raise BatchError(f"{where}: key 'y' has no valid label at training node {i}")
   eval_mask = _array(example, "eval_mask", where, 1, bool) if "eval_mask" in example else known & ~train
   if eval_mask.shape != (n,):
     raise BatchError(f"{where}: key 'eval_mask' has {eval_mask.shape[0]} entries but the graph has {n} nodes")
-  if np.any(eval_mask & ~known):
-    raise BatchError(f"{where}: key 'eval_mask' selects node {_first_bad(eval_mask & ~known)}, which has no valid label")
+  if (i := _first(eval_mask & ~known)) >= 0:
+    raise BatchError(f"{where}: key 'eval_mask' selects node {i}, which has no valid label")
   senders = _array(example, "senders", where, 1, np.int64)
   receivers = _array(example, "receivers", where, 1, np.int64)
   if senders.shape != receivers.shape:
     raise BatchError(f"{where}: keys 'senders' and 'receivers' have {senders.shape[0]} and {receivers.shape[0]} entries")
   for key, a in (("senders", senders), ("receivers", receivers)):
-    if np.any((a < 0) | (a >= n)):
-      raise BatchError(f"{where}: key {key!r} has node id {int(a[_first_bad((a < 0) | (a >= n))])} outside [0, {n}) "
-                       f"at edge {_first_bad((a < 0) | (a >= n))}")
+    if (i := _first((a < 0) | (a >= n))) >= 0:
+      raise BatchError(f"{where}: key {key!r} has node id {int(a[i])} outside [0, {n}) at edge {i}")
   return {"x": x, "y": np.where(known, y, 0.0).astype(np.float32), "train_mask": train, "eval_mask": eval_mask,
           "senders": senders.astype(np.int32), "receivers": receivers.astype(np.int32), "task": task,
           "num_classes": classes, "num_nodes": n, "weight": _scalar(example, "weight", where, 1.0, whole=False)}
