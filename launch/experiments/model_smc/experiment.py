@@ -127,9 +127,10 @@ def _checks(config):
     except ex.UnsafeExpression as e:
       yield f"library[{i}]", f"{body!r}: {e.reason} (states of task {config.task!r}: {list(states)})"
       continue
-    if not ex.params_of(parsed):
+    params = ex.params_of(parsed)
+    if not params:
       bare.append((i, body))
-    misspelt = _misspelt_state(parsed, states)
+    misspelt = _misspelt_state(parsed, params, states)
     if misspelt:
       yield f"library[{i}]", f"{body!r}: {misspelt}"
     if key in seen:
@@ -145,22 +146,22 @@ def _checks(config):
     yield f"library[{i}]", f"{body!r}{more} has no parameter, every name in it is a state of {list(states)}: {why}"
 
 
-def _misspelt_state(parsed, states) -> str:
+def _misspelt_state(parsed, params: tuple[str, ...], states) -> str:
   """Why a library body reads like one with a misspelt state ("" if it does not).
 
   Every name that is not a state is a parameter, so a misspelt state silently
   becomes one: refused are a parameter named like a state (``positon`` for
   ``position``) and a body with no state and several parameters (a constant
-  that is their product, which no data can separate).
+  that is their product, which no data can separate). ``params``: the
+  body's parameters (``ex.params_of(parsed)``).
   """
-  params = ex.params_of(parsed)
   for name in params:
     close = difflib.get_close_matches(name, states, n=1, cutoff=0.75)
     if close:
       return (f"the parameter {name!r} is named like the state {close[0]!r} (a name that is not a state of "
               f"{list(states)} is a parameter): did you mean {close[0]!r}?")
-  used = {n.name for n in ex.walk(parsed) if isinstance(n, ex.Sym) and n.kind == "state"}
-  if not used and len(params) > 1:
+  has_state = any(isinstance(n, ex.Sym) and n.kind == "state" for n in ex.walk(parsed))
+  if not has_state and len(params) > 1:
     return (f"no state of {list(states)} and the parameters {list(params)}: a constant needs one parameter; is one "
             "of them a misspelt state?")
   return ""
