@@ -17,6 +17,20 @@ from absl import logging
 import tensorflow_datasets as tfds
 
 
+class LocalInfo(tfds.core.DatasetInfo):
+  """The ``DatasetInfo`` of a dataset built here from local files.
+
+  Over a ``data_dir`` that holds no prepared copy, TFDS's builder constructor
+  calls :meth:`initialize_from_bucket`, which makes an empty
+  ``tempfile.mkdtemp("tfds")`` directory to fetch metadata from TFDS's
+  bucket and never removes it (the bucket holds nothing of these datasets,
+  and is never read here). It does nothing here.
+  """
+
+  def initialize_from_bucket(self) -> None:
+    return None
+
+
 def prepare(builder: tfds.core.DatasetBuilder, manual_dir: str | None = None) -> tfds.core.DatasetBuilder:
   """Runs ``builder.download_and_prepare`` (from ``manual_dir`` if given); TFDS's messages go to the log."""
   config = tfds.download.DownloadConfig(manual_dir=manual_dir) if manual_dir else None

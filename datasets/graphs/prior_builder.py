@@ -39,7 +39,7 @@ class GraphpfnPrior(tfds.core.GeneratorBasedBuilder):
 
   def _info(self) -> tfds.core.DatasetInfo:
     t = tfds.features.Tensor
-    return tfds.core.DatasetInfo(
+    return preparation.LocalInfo(
         builder=self,
         description="Samples of the GraphPFN prior (multi-level SBM + PA graphs, graph-aware SCM attributes).",
         features=tfds.features.FeaturesDict({

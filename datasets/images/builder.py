@@ -60,7 +60,7 @@ class SmallImages(tfds.core.GeneratorBasedBuilder):
 
   def _info(self) -> tfds.core.DatasetInfo:
     s = self.builder_config.size
-    return tfds.core.DatasetInfo(
+    return preparation.LocalInfo(
         builder=self,
         description=self.builder_config.description,
         features=tfds.features.FeaturesDict({

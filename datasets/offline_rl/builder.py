@@ -63,7 +63,7 @@ class OfflineRl(tfds.core.GeneratorBasedBuilder):
   def _info(self) -> tfds.core.DatasetInfo:
     c = self.builder_config
     f32 = lambda *shape: tfds.features.Tensor(shape=shape, dtype=np.float32)  # noqa: E731
-    return tfds.core.DatasetInfo(
+    return preparation.LocalInfo(
         builder=self,
         description=c.description,
         features=tfds.features.FeaturesDict({

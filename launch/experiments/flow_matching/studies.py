@@ -46,9 +46,9 @@ def reduction(env: ev_lib.Env, groups, alone: dict, curves: dict, rows: dict) ->
   full = [f"large_s{s}" for s in seeds]
   out = [row(full, 1.0, "all", {})]
   for f in rc.reduction_fractions:
-    rand = [f"random{fm_config.percent(f)}_s{s}" for s in seeds]
+    rand = [f"{training.reduced('random', f)}_s{s}" for s in seeds]
     for c in rc.reduction_criteria:
-      names = [f"{c}{fm_config.percent(f)}_s{s}" for s in seeds]
+      names = [f"{training.reduced(c, f)}_s{s}" for s in seeds]
       base = {"full": full} if c == "random" or "random" not in rc.reduction_criteria else {"random": rand,
                                                                                             "full": full}
       out.append(row(names, f, c, base))
@@ -59,7 +59,7 @@ def stability(env: ev_lib.Env, groups, alone: dict) -> list[dict]:
   """Paired metrics of ``large_s{s}`` against each other model of seed ``s``, with intervals over seeds."""
   rc, lv = env.hp.run, env.hp.protocol.level
   others = [("other flow seed", "large_alt"), ("small architecture", "small")]
-  others += [(f"{c} {fm_config.percent(f)}%", f"{c}{fm_config.percent(f)}") for f in rc.reduction_fractions
+  others += [(f"{c} {fm_config.percent(f)}%", training.reduced(c, f)) for f in rc.reduction_fractions
              for c in rc.reduction_criteria]
   out = []
   for label, prefix in others:

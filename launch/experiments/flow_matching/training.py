@@ -107,6 +107,11 @@ class Group(NamedTuple):
   members: tuple
 
 
+def reduced(criterion: str, fraction: float) -> str:
+  """The name (less ``_s{seed}``) of the large models trained on ``fraction`` of the data kept by ``criterion``."""
+  return f"{criterion}{fm_config.percent(fraction)}"
+
+
 def groups_of(rc) -> list[Group]:
   """The training groups in the order they train (``rc``: the root keys, ``Hp.run``)."""
   seeds = range(rc.seeds)
@@ -115,7 +120,7 @@ def groups_of(rc) -> list[Group]:
   out = [Group("large", "large", False, tuple(large)),
          Group("small", "small", False, tuple(Member(f"small_s{s}", s, s, 1.0, "") for s in seeds))]
   if rc.reduction_fractions:
-    red = [Member(f"{c}{fm_config.percent(f)}_s{s}", s, s, f, c)
+    red = [Member(f"{reduced(c, f)}_s{s}", s, s, f, c)
            for f in rc.reduction_fractions for c in rc.reduction_criteria for s in seeds]
     out.append(Group("reduction", "large", False, tuple(red)))
   if rc.conditional:
