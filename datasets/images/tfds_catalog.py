@@ -60,16 +60,24 @@ def _builder(name: str, data_dir: str):
                        + PREPARE_HINT.format(name=name, data_dir=data_dir)) from e
 
 
+def _prepared(name: str, data_dir: str):
+  """The builder of ``name`` over ``data_dir`` if it is prepared there, else ``None``."""
+  if not _has_info(name, data_dir):
+    return None
+  b = _builder(name, data_dir)
+  return b if b.is_prepared() else None
+
+
 def is_prepared(name: str, data_dir: str) -> bool:
   """Whether ``name`` has been prepared in ``data_dir``."""
-  return _has_info(name, data_dir) and _builder(name, data_dir).is_prepared()
+  return _prepared(name, data_dir) is not None
 
 
 def _source(name: str, split: str, data_dir: str):
-  if not is_prepared(name, data_dir):
+  b = _prepared(name, data_dir)
+  if b is None:
     raise CatalogError(f"TFDS dataset {name!r} is not prepared in {data_dir} (nothing is downloaded); "
                        + PREPARE_HINT.format(name=name, data_dir=data_dir))
-  b = _builder(name, data_dir)
   if split not in CATALOG[name][2]:
     raise CatalogError(f"TFDS dataset {name!r} has no split {split!r}; allowed: {list(CATALOG[name][2])}")
   files = sorted(glob.glob(os.path.join(str(b.data_path), f"{name}-{split}.array_record*")))
