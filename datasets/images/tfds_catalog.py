@@ -35,11 +35,24 @@ class CatalogError(ValueError):
   """A catalog dataset is missing, in the wrong format or corrupt (the message names what and where)."""
 
 
-def _builder(name: str, data_dir: str):
+def _has_info(name: str, data_dir: str) -> bool:
+  """Whether ``data_dir`` holds the ``dataset_info.json`` of the builder's default version of ``name``.
+
+  Asked before a builder is constructed: over a ``data_dir`` without it, TFDS's
+  constructor makes an empty ``tmp*tfds`` directory in the system's
+  temporary directory (to fetch metadata from its bucket) and never removes it.
+  """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top  # heavy; only when reading
 
   if name not in CATALOG:
     raise CatalogError(f"unknown catalog image dataset {name!r}; allowed: {sorted(CATALOG)}")
+  return os.path.exists(os.path.join(data_dir, name, str(tfds.builder_cls(name).VERSION), "dataset_info.json"))
+
+
+def _builder(name: str, data_dir: str):
+  """The catalog builder of ``name`` over ``data_dir`` (which :func:`_has_info` has found prepared)."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top  # heavy; only when reading
+
   try:
     return tfds.builder(name, data_dir=data_dir)
   except Exception as e:  # a malformed dataset_info.json surfaces here
@@ -47,14 +60,22 @@ def _builder(name: str, data_dir: str):
                        + PREPARE_HINT.format(name=name, data_dir=data_dir)) from e
 
 
+def _prepared(name: str, data_dir: str):
+  """The builder of ``name`` over ``data_dir`` if it is prepared there, else ``None``."""
+  if not _has_info(name, data_dir):
+    return None
+  b = _builder(name, data_dir)
+  return b if b.is_prepared() else None
+
+
 def is_prepared(name: str, data_dir: str) -> bool:
   """Whether ``name`` has been prepared in ``data_dir``."""
-  return _builder(name, data_dir).is_prepared()
+  return _prepared(name, data_dir) is not None
 
 
 def _source(name: str, split: str, data_dir: str):
-  b = _builder(name, data_dir)
-  if not b.is_prepared():
+  b = _prepared(name, data_dir)
+  if b is None:
     raise CatalogError(f"TFDS dataset {name!r} is not prepared in {data_dir} (nothing is downloaded); "
                        + PREPARE_HINT.format(name=name, data_dir=data_dir))
   if split not in CATALOG[name][2]:

@@ -200,7 +200,8 @@ def sample_unconditional(env: Env, groups, params: dict) -> dict:
     if g.conditional:
       continue
     for m in g.members:
-      small, large = (m.name, f"large_s{m.seed}") if g.arch == "small" else (f"small_s{m.seed}", m.name)
+      small, large = (m.name, training.seeded("large", m.seed)) if g.arch == "small" else (
+          training.seeded("small", m.seed), m.name)
       x1 = sample_c2f(env, params[small], params[large], "test", 1.0 if g.arch == "small" else 0.0)
       out[m.name] = score(env, m.seed, x1, images=True)
   return out
@@ -229,16 +230,17 @@ def coarse_to_fine(env: Env, params: dict, alone: dict) -> dict:
   hp, rc, pr = env.hp, env.hp.run, env.hp.protocol
   ts = sorted(rc.t_splits)
   fid_val, kid_val = np.zeros((rc.seeds, len(ts))), np.zeros((rc.seeds, len(ts)))
+  pair = [(params[training.seeded("small", s)], params[training.seeded("large", s)]) for s in range(rc.seeds)]
   for s in range(rc.seeds):
     for j, t in enumerate(ts):
-      q = score(env, s, sample_c2f(env, params[f"small_s{s}"], params[f"large_s{s}"], "val", t))
+      q = score(env, s, sample_c2f(env, *pair[s], "val", t))
       fid_val[s, j], kid_val[s, j] = q["fid"], q["kid"]
   choice = evaluation.choose_t_split(ts, fid_val, kid_val, fid_val[:, 0], kid_val[:, 0], fid_margin=pr.fid_margin,
                                      kid_margin=pr.kid_margin)
-  test = [score(env, s, sample_c2f(env, params[f"small_s{s}"], params[f"large_s{s}"], "test", choice.t_split),
+  test = [score(env, s, sample_c2f(env, *pair[s], "test", choice.t_split),
                 images=True) for s in range(rc.seeds)]
-  fid_l = [alone[f"large_s{s}"]["fid"] for s in range(rc.seeds)]
-  kid_l = [alone[f"large_s{s}"]["kid"] for s in range(rc.seeds)]
+  fid_l = [alone[training.seeded("large", s)]["fid"] for s in range(rc.seeds)]
+  kid_l = [alone[training.seeded("large", s)]["kid"] for s in range(rc.seeds)]
   lat = tuple(env.noises.val.shape[1:])
   fs, fl = costs.dit_flops(hp.small, lat), costs.dit_flops(hp.large, lat)
   rows = []

@@ -49,9 +49,8 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
   alone = evaluation.sample_unconditional(env, groups, params)
   c2f, c2f_test = evaluation.coarse_to_fine(env, params, alone)
   lv = hp.protocol.level
-  quality = {prefix: {"fid": evaluation.interval([alone[f"{prefix}_s{s}"]["fid"] for s in range(hp.run.seeds)], lv),
-                      "kid": evaluation.interval([alone[f"{prefix}_s{s}"]["kid"] for s in range(hp.run.seeds)], lv)}
-             for prefix in ("large", "large_alt", "small")}
+  quality = {prefix: {k: evaluation.interval([alone[training.seeded(prefix, s)][k] for s in range(hp.run.seeds)], lv)
+                      for k in ("fid", "kid")} for prefix in ("large", "large_alt", "small")}
   results = {
       "dataset": config.dataset, "seeds": hp.run.seeds, "num_samples": hp.protocol.num_samples,
       "splits": {"generative": len(data.gen_y), "feature": len(data.feat_y), "feature_test": len(data.test_y)},

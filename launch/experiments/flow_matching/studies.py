@@ -43,12 +43,12 @@ def reduction(env: ev_lib.Env, groups, alone: dict, curves: dict, rows: dict) ->
       out[f"kid_minus_{label}"] = ev_lib.paired(kid, [alone[n]["kid"] for n in ref], lv)
     return out
 
-  full = [f"large_s{s}" for s in seeds]
+  full = [training.seeded("large", s) for s in seeds]
   out = [row(full, 1.0, "all", {})]
   for f in rc.reduction_fractions:
-    rand = [f"{training.reduced('random', f)}_s{s}" for s in seeds]
+    rand = [training.seeded(training.reduced("random", f), s) for s in seeds]
     for c in rc.reduction_criteria:
-      names = [f"{training.reduced(c, f)}_s{s}" for s in seeds]
+      names = [training.seeded(training.reduced(c, f), s) for s in seeds]
       base = {"full": full} if c == "random" or "random" not in rc.reduction_criteria else {"random": rand,
                                                                                             "full": full}
       out.append(row(names, f, c, base))
@@ -56,7 +56,7 @@ def reduction(env: ev_lib.Env, groups, alone: dict, curves: dict, rows: dict) ->
 
 
 def stability(env: ev_lib.Env, groups, alone: dict) -> list[dict]:
-  """Paired metrics of ``large_s{s}`` against each other model of seed ``s``, with intervals over seeds."""
+  """Paired metrics of each seed's large model against each other model of that seed, with intervals over seeds."""
   rc, lv = env.hp.run, env.hp.protocol.level
   others = [("other flow seed", "large_alt"), ("small architecture", "small")]
   others += [(f"{c} {fm_config.percent(f)}%", training.reduced(c, f)) for f in rc.reduction_fractions
@@ -65,11 +65,11 @@ def stability(env: ev_lib.Env, groups, alone: dict) -> list[dict]:
   for label, prefix in others:
     per = []
     for s in range(rc.seeds):
-      a, b = alone[f"large_s{s}"], alone[f"{prefix}_s{s}"]
+      a, b = alone[training.seeded("large", s)], alone[training.seeded(prefix, s)]
       per.append(metrics.stability(a["feat"], b["feat"], a["lat"], b["lat"], a["img"], b["img"], seed=s))
-    row = {"pair": f"large vs {label}", "fid_large": ev_lib.interval([alone[f"large_s{s}"]["fid"]
+    row = {"pair": f"large vs {label}", "fid_large": ev_lib.interval([alone[training.seeded("large", s)]["fid"]
                                                                       for s in range(rc.seeds)], lv),
-           "fid_other": ev_lib.interval([alone[f"{prefix}_s{s}"]["fid"] for s in range(rc.seeds)], lv)}
+           "fid_other": ev_lib.interval([alone[training.seeded(prefix, s)]["fid"] for s in range(rc.seeds)], lv)}
     for k in STABILITY_KEYS:
       row[k] = ev_lib.interval([p[k] for p in per], lv)
       row[k + "_shuffled"] = ev_lib.interval([p[k + "_shuffled"] for p in per], lv)
@@ -89,8 +89,8 @@ def conditional(env: ev_lib.Env, groups, params: dict) -> list[dict]:
     for w in hp.protocol.guidance_scales:
       acc, fid, kid = [], [], []
       for s in range(rc.seeds):
-        x1 = ev_lib.sample_guided(env, hp.large, training.flow_of(hp, group), params[f"cond_{c or 'all'}_s{s}"],
-                                  labels, w)
+        model = params[training.seeded(training.conditional(c), s)]
+        x1 = ev_lib.sample_guided(env, hp.large, training.flow_of(hp, group), model, labels, w)
         q = ev_lib.score(env, s, x1)
         acc.append(evaluation.conditional_accuracy(q["logits"], labels))
         fid.append(q["fid"])

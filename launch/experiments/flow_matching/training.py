@@ -107,24 +107,35 @@ class Group(NamedTuple):
   members: tuple
 
 
+def seeded(name: str, seed: int) -> str:
+  """The name of model ``name`` (``"large"``, :func:`reduced`, :func:`conditional`, ...) of seed ``seed``."""
+  return f"{name}_s{seed}"
+
+
 def reduced(criterion: str, fraction: float) -> str:
-  """The name (less ``_s{seed}``) of the large models trained on ``fraction`` of the data kept by ``criterion``."""
+  """The name (less the seed, :func:`seeded`) of the large models trained on ``fraction`` of the data kept by
+  ``criterion``."""
   return f"{criterion}{fm_config.percent(fraction)}"
+
+
+def conditional(criterion: str) -> str:
+  """The name (less the seed) of the guided models trained with the labels kept by ``criterion`` (``""``: all)."""
+  return f"cond_{criterion or 'all'}"
 
 
 def groups_of(rc) -> list[Group]:
   """The training groups in the order they train (``rc``: the root keys, ``Hp.run``)."""
   seeds = range(rc.seeds)
-  large = [Member(f"large_s{s}", s, s, 1.0, "") for s in seeds]
-  large += [Member(f"large_alt_s{s}", s, 1000 + s, 1.0, "") for s in seeds]
+  large = [Member(seeded("large", s), s, s, 1.0, "") for s in seeds]
+  large += [Member(seeded("large_alt", s), s, 1000 + s, 1.0, "") for s in seeds]
   out = [Group("large", "large", False, tuple(large)),
-         Group("small", "small", False, tuple(Member(f"small_s{s}", s, s, 1.0, "") for s in seeds))]
+         Group("small", "small", False, tuple(Member(seeded("small", s), s, s, 1.0, "") for s in seeds))]
   if rc.reduction_fractions:
-    red = [Member(f"{reduced(c, f)}_s{s}", s, s, f, c)
+    red = [Member(seeded(reduced(c, f), s), s, s, f, c)
            for f in rc.reduction_fractions for c in rc.reduction_criteria for s in seeds]
     out.append(Group("reduction", "large", False, tuple(red)))
   if rc.conditional:
-    cond = [Member(f"cond_{c or 'all'}_s{s}", s, s, rc.labelled_fraction if c else 1.0, c)
+    cond = [Member(seeded(conditional(c), s), s, s, rc.labelled_fraction if c else 1.0, c)
             for c in tuple(rc.reduction_criteria) + ("",) for s in seeds]
     out.append(Group("conditional", "large", True, tuple(cond)))
   return out
