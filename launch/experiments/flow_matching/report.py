@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from launch import tables
+
 
 def _g(x, nd=3):
   return "nan" if x is None or not np.isfinite(x) else f"{x:.{nd}g}"
@@ -108,9 +110,7 @@ def _sections(r):
 def _table(head, rows, md):
   if md:
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(x) + " |" for x in rows]
-  widths = [max(len(str(x[i])) for x in [head] + rows) for i in range(len(head))]
-  return ["  ".join(h.ljust(w) for h, w in zip(head, widths))] + [
-      "  ".join(str(c).ljust(w) for c, w in zip(x, widths)) for x in rows]
+  return tables.text(head, rows, align="<" * len(head))
 
 
 def format_tables(results: dict) -> str:

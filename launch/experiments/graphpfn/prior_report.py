@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from launch import tables
 from launch.experiments.graphpfn import fidelity_report
 from methods.graphpfn import AttributeParams, StructureParams
 from methods.graphpfn import statistics as stats_lib
@@ -62,10 +63,10 @@ def _rows(results):
 
 def format_table(results: dict) -> str:
   lines = [f"GraphPFN prior: {results['num_graphs']:,} graphs ({results['preset']} preset); "
-           f"sampling {results.get('sampling_s', math.nan):.1f}s",
-           f"{'statistic':<22}{'mean':>9}{'q05':>9}{'median':>9}{'q95':>9}{'NaN %':>7}"]
-  for k, s in _rows(results):
-    lines.append(f"{k:<22}{s['mean']:>9.3f}{s['q05']:>9.3f}{s['median']:>9.3f}{s['q95']:>9.3f}{100 * s['nan_share']:>7.0f}")
+           f"sampling {results.get('sampling_s', math.nan):.1f}s"]
+  lines += tables.text(["statistic", "mean", "q05", "median", "q95", "NaN %"], [
+      [k] + [f"{s[q]:.3f}" for q in ("mean", "q05", "median", "q95")] + [f"{100 * s['nan_share']:.0f}"]
+      for k, s in _rows(results)])
   bad = [k for k, r in results["hyperparameter_ranges"].items() if not r["inside"]]
   lines.append(f"sampled hyperparameters outside their ranges: {bad or 'none'}")
   lines += fidelity_report.summary_lines(results.get("two_sample", {}), results["graph_matters"],

@@ -38,6 +38,7 @@ import ml_collections
 import numpy as np
 
 from envs import ode_systems
+from launch import tables
 from launch.configs import model_smc as smc_config
 from launch.configs import model_smc_calibration as cal_config
 from launch.configs.model_smc_calibration import RunConfig
@@ -293,13 +294,17 @@ def format_table(results: dict) -> str:
   levels = [str(q) for q in results["levels"]]
   lines = [f"Interval calibration (true structure fixed), {results['systems'][0]['num_datasets']} datasets per "
            f"system; calibrated = within {results['num_se']:g} SE of nominal"]
-  head = f"{'system':<20}{'method':<9}{'params':<9}" + "".join(f"{'cov' + q:>16}{'ok':>5}" for q in levels)
-  lines.append(head)
+  head = ["system", "method", "params"] + [c for q in levels for c in ("cov" + q, "ok")]
+  rows, ends = [], []
   for sys_ in results["systems"]:
-    for method, g, row in _coverage_rows(sys_):
-      cells = "".join(f"{row[q]['coverage']:>9.3f} ± {row[q]['se']:.3f}{'y' if row[q]['calibrated'] else 'N':>4}"
-                      for q in levels)
-      lines.append(f"{sys_['system']:<20}{method:<9}{g:<9}{cells}")
+    rows += [[sys_["system"], method, g] + [c for q in levels for c in (
+        f"{row[q]['coverage']:.3f} ± {row[q]['se']:.3f}", "y" if row[q]["calibrated"] else "N")]
+             for method, g, row in _coverage_rows(sys_)]
+    ends.append(len(rows))
+  table = tables.text(head, rows, align="<<<" + ">>" * len(levels))
+  lines.append(table[0])
+  for sys_, start, end in zip(results["systems"], [0] + ends, ends):
+    lines += table[1 + start:1 + end]
     f, mc = sys_["fits"], sys_["mala"]
     lines.append(f"  fits: {f['failed']} failed, {f['not_positive_definite']} Hessians not PD, median |grad| "
                  f"{f['grad_norm_median']:.2g}; MALA: acceptance {mc['accept_median']:.2f}, max R-hat "

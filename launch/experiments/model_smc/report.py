@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 import jax
 import numpy as np
 
+from launch import tables
 from launch.experiments.model_smc import intervals as intervals_lib
 from methods.model_smc import llm as llm_lib
 from methods.model_smc import predictive
@@ -138,9 +139,9 @@ def format_table(results: dict) -> str:
                  f"max |z| = {ex_['max_abs_z']:.2f}, total variation {ex_['total_variation']:.4f}, "
                  f"log normaliser {ex_['log_normalizer_smc']:.3f} +- {ex_['log_normalizer_se']:.3f} "
                  f"(brute force {ex_['log_normalizer_exact']:.3f})")
-    lines.append(f"{'p(m|x) exact':>13}{'SMC mean':>10}{'s.e.':>8}{'z':>7}  structure")
-    for row in ex_["table"][:8]:
-      lines.append(f"{row['exact']:>13.4f}{row['smc']:>10.4f}{row['se']:>8.4f}{row['z']:>7.2f}  {row['key']}")
+    lines += tables.text(["p(m|x) exact", "SMC mean", "s.e.", "z", "structure"],
+                         [[f"{row['exact']:.4f}", f"{row['smc']:.4f}", f"{row['se']:.4f}", f"{row['z']:.2f}",
+                           row["key"]] for row in ex_["table"][:8]], align=">>>><")
     lines += [health_line(results["fit_health"])] if results.get("fit_health") else []
     return "\n".join(lines)
   smc = results["smc"]
@@ -149,16 +150,14 @@ def format_table(results: dict) -> str:
   lines.append(f"tempering steps {smc['iterations']}, final beta {smc['final_beta']:.3f}, proposals "
                f"{smc['proposals']}, structures fitted {smc['fits']}, log normaliser "
                f"{_num(smc['log_normalizer'])}, {smc['wall_time_s']:.0f} s")
-  lines.append(f"{'mass':>7}{'visited':>9}{'log Z':>10}{'lpd':>9}  equations")
-  for row in smc["top"]:
-    eqs = "; ".join(f"{k} = {v}" for k, v in row["equations"].items())
-    lines.append(f"{row['mass']:>7.3f}{_num(row.get('visited_mass', float('nan')), '{:.3f}'):>9}"
-                 f"{_num(row['log_evidence']):>10}{_num(row['heldout_lpd']):>9}  {eqs}")
-  lines.append("")
-  lines.append(f"held-out rows {results['rows']['heldout']}: {'method':<28}{'lpd':>10}{'cov50':>8}{'cov90':>8}")
-  for name, row in results["comparison"].items():
-    lines.append(f"{'':>{len(str(results['rows']['heldout'])) + 15}}{name:<28}{_num(row['heldout_lpd']):>10}"
-                 f"{_num(row['coverage50']):>8}{_num(row['coverage90']):>8}")
+  lines += tables.text(["mass", "visited", "log Z", "lpd", "equations"], [
+      [f"{row['mass']:.3f}", _num(row.get("visited_mass", float("nan")), "{:.3f}"), _num(row["log_evidence"]),
+       _num(row["heldout_lpd"]), "; ".join(f"{k} = {v}" for k, v in row["equations"].items())]
+      for row in smc["top"]], align=">>>><")
+  lines += ["", f"held-out rows {results['rows']['heldout']}:"]
+  lines += tables.text(["method", "lpd", "cov50", "cov90"], [
+      [name, _num(row["heldout_lpd"]), _num(row["coverage50"]), _num(row["coverage90"])]
+      for name, row in results["comparison"].items()])
   lines += [health_line(results["fit_health"])] if results.get("fit_health") else []
   lines += rejection_lines(results)
   lines.append(intervals_line(results))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from envs import bandits
+from launch import tables
 from methods import varde
 
 
@@ -97,10 +98,10 @@ def format_table(results: dict) -> str:
         f"{results['problem']}, T={budget}, {runs:,} seeds (common random numbers); "
         f"paired differences against {results['reference']}"
     )
-    lines.append(f"{'algorithm':<24}{'error %':>9}{'s.e.':>7}{'diff (pp)':>11}{'s.e.':>7}{'z':>7}")
-    for name, p, se, cmp in rows:
-      tail = "" if cmp is None else f"{cmp[0]:>+11.2f}{cmp[1]:>7.2f}{cmp[2]:>7.1f}"
-      lines.append(f"{name:<24}{p:>9.2f}{se:>7.2f}{tail}")
+    lines += tables.text(["algorithm", "error %", "s.e.", "diff (pp)", "s.e.", "z"], [
+        [name, f"{p:.2f}", f"{se:.2f}"] + (["", "", ""] if cmp is None else
+                                           [f"{cmp[0]:+.2f}", f"{cmp[1]:.2f}", f"{cmp[2]:.1f}"])
+        for name, p, se, cmp in rows])
     lines.append("")
   return "\n".join(lines)
 

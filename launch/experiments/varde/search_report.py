@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from launch import tables
+
 
 def summarize(experiment: str, envs, budgets, names, tallies: dict, extra: dict) -> dict:
   """``results.json`` content from ``tallies[f"{env}/T{budget}"]`` (:class:`~launch.experiments.varde.search.Tally`)."""
@@ -62,13 +64,14 @@ def format_table(results: dict) -> str:
   for env in results["envs"]:
     runs = results["regret"][env][results["algorithms"][0]][str(budgets[0])]["runs"]
     lines.append(f"{env}: mean regret (s.e.) [wrong %], {runs:,} runs")
-    lines.append(f"{'algorithm':<14}" + "".join(f"{'T=' + str(b):>26}" for b in budgets))
+    rows = []
     for name in results["algorithms"]:
-      cells = []
+      cells = [name]
       for b in budgets:
         r, w = results["regret"][env][name][str(b)], results["wrong"][env][name][str(b)]
-        cells.append(f"{r['mean']:>9.4f} ({r['se']:.4f}) [{100 * w['p']:4.1f}]")
-      lines.append(f"{name:<14}" + "".join(f"{c:>26}" for c in cells))
+        cells.append(f"{r['mean']:.4f} ({r['se']:.4f}) [{100 * w['p']:.1f}]")
+      rows.append(cells)
+    lines += tables.text(["algorithm"] + [f"T={b}" for b in budgets], rows)
     lines.append("")
   return "\n".join(lines)
 
