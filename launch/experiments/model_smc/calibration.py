@@ -295,16 +295,14 @@ def format_table(results: dict) -> str:
   lines = [f"Interval calibration (true structure fixed), {results['systems'][0]['num_datasets']} datasets per "
            f"system; calibrated = within {results['num_se']:g} SE of nominal"]
   head = ["system", "method", "params"] + [c for q in levels for c in ("cov" + q, "ok")]
-  rows, ends = [], []
-  for sys_ in results["systems"]:
-    rows += [[sys_["system"], method, g] + [c for q in levels for c in (
-        f"{row[q]['coverage']:.3f} ± {row[q]['se']:.3f}", "y" if row[q]["calibrated"] else "N")]
-             for method, g, row in _coverage_rows(sys_)]
-    ends.append(len(rows))
-  table = tables.text(head, rows, align="<<<" + ">>" * len(levels))
-  lines.append(table[0])
-  for sys_, start, end in zip(results["systems"], [0] + ends, ends):
-    lines += table[1 + start:1 + end]
+  per_system = [[[sys_["system"], method, g] + [c for q in levels for c in (
+      f"{row[q]['coverage']:.3f} ± {row[q]['se']:.3f}", "y" if row[q]["calibrated"] else "N")]
+                  for method, g, row in _coverage_rows(sys_)] for sys_ in results["systems"]]
+  head_line, *body = tables.text(head, [r for rows in per_system for r in rows], align="<<<" + ">>" * len(levels))
+  lines.append(head_line)
+  body = iter(body)
+  for sys_, rows in zip(results["systems"], per_system):
+    lines += [next(body) for _ in rows]
     f, mc = sys_["fits"], sys_["mala"]
     lines.append(f"  fits: {f['failed']} failed, {f['not_positive_definite']} Hessians not PD, median |grad| "
                  f"{f['grad_norm_median']:.2g}; MALA: acceptance {mc['accept_median']:.2f}, max R-hat "
