@@ -43,8 +43,21 @@ def test_stage_rows_add_up_and_bound_the_ratio():
     assert np.all(st[side] >= 0) and st[side][:2].min() > 0, st
   np.testing.assert_allclose(st["peer"].sum(), st["peer_profiled"], rtol=1e-9)
   assert 0 < st["peer_attach"] <= st["peer"][2]
-  assert 0 < st["ours_component"]
+  assert 0 < st["ours_component"] and 0 < st["ours_draws"]
   rows = bench._stage_rows(st, 4, peer_s=2 * st["peer"].sum(), devices=2, edge_ratio=0.5)
   assert [r["ratio"] for r in rows] == [st["peer"][j] / st["ours"][j] for j in range(len(bench.STAGES))]
   bound = 2 * st["peer"].sum() * 2 / st["ours"][0]
   assert f"at most {bound:.1f}x in graphs/s and {bound / 2:.1f}x in edges/s" in rows[0]["notes"]
+  floor = 2 * st["peer"].sum() * 2 / st["ours_draws"]
+  assert f"take {st['ours_draws']:.3g}s: with nothing else, at most {floor:.1f}x in graphs/s and " \
+         f"{floor / 2:.1f}x in edges/s" in rows[0]["notes"]
+
+
+def test_draws_are_the_levels_uniforms():
+  """The draws stage computes the uniforms of exactly the chunks that hold drawn slots, three per slot."""
+  chunk = bench.sbm.SLOT_CHUNK
+  f = bench.stage_fns(HP, 128, 2 * chunk)
+  key = jax.random.key(3)
+  sums = [float(bench.rng.uniforms(jax.random.fold_in(key, i), (3, chunk))[0].sum()) for i in range(2)]
+  for used, expected in ((0, 0.0), (1, sums[0]), (chunk, sums[0]), (chunk + 1, sums[0] + sums[1])):
+    np.testing.assert_allclose(float(f["draws"](key, used)), expected, rtol=1e-5)
