@@ -28,7 +28,7 @@ demo: venv
 
 # pytest exits 5 when it collects nothing: report that as a failure, loudly.
 test: venv
-	@$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadfile --durations=25; rc=$$?; \
+	@$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 bench: $(BENCH_STAMP)

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 
+import conftest  # this directory's conftest.py, which pytest has imported under that name
 import pytest
 
 from launch import provenance
@@ -194,3 +195,11 @@ def test_every_registered_module_defines_its_experiment(repo_root):
     path = os.path.join(repo_root, *module.split(".")) + ".py"
     assert os.path.exists(path), (name, module)
     assert registry.get(name).name == name
+
+
+def test_heavy_first_names_test_files_that_exist(repo_root):
+  """Every file that ``make test`` starts first exists, once: a renamed file would fall back to pytest's order."""
+  names = conftest.HEAVY_FIRST
+  assert len(set(names)) == len(names), names
+  missing = [n for n in names if not os.path.isfile(os.path.join(repo_root, "tests", n))]
+  assert not missing, f"HEAVY_FIRST names test files that do not exist: {missing}"
