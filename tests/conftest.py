@@ -112,7 +112,7 @@ def pytest_terminal_summary(terminalreporter):
   if not _FILE_SECONDS:
     return
   slowest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:15]
-  terminalreporter.section(f"seconds per test file (slowest 15 of {len(_FILE_SECONDS)}, "
+  terminalreporter.section(f"seconds per test file (slowest {len(slowest)} of {len(_FILE_SECONDS)}, "
                            f"{sum(_FILE_SECONDS.values()):.0f} s in all)")
   for path, seconds in slowest:
     terminalreporter.write_line(f"{seconds:8.1f}s {path}")
