@@ -23,9 +23,11 @@ on one device, timed stage by stage (the SBM levels, the simplification, and
 the rest: the largest component, the attachment and the renaming), the JAX
 stages composed from the functions :func:`methods.graphpfn.structure.sample_graph`
 calls, the oracle's read from a profile of its :func:`graphpfn_oracle.sample`.
-Inside the SBM levels, the slot draws alone (the three threefry uniforms of
-each drawn slot, chunk by chunk as :func:`methods.graphpfn.sbm.sbm_levels`
-draws them) bound what any sampler that draws its slots this way can reach.
+Inside the SBM levels, the part before the slot loop
+(:func:`methods.graphpfn.sbm.slot_plan`) is timed alone, and so are the slot
+draws (the three threefry uniforms of each drawn slot, chunk by chunk as
+:func:`methods.graphpfn.sbm.sbm_levels` draws them): they bound what any
+sampler that draws its slots this way can reach.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from launch import mesh as mesh_lib
 from launch.bench import graphpfn_oracle
 from launch.bench import timing
 from methods import graphpfn
-from methods.graphpfn import rng
 from methods.graphpfn import sbm
 from methods.graphpfn import structure
 from methods.graphpfn import structure_params
@@ -120,25 +121,31 @@ def stage_fns(hp: graphpfn.StructureConfig, num_nodes: int, num_slots: int) -> d
 
   ``levels(key, params) -> (edges, valid, used)``, ``simplify(edges, valid,
   used) -> graph``, ``component(graph, used) -> [N] bool`` (the largest
-  component: the SBM core), ``draws(key, used)``, the levels' slot uniforms
-  alone (summed, so that they are computed), and ``whole(key, params)``, the
-  sampler itself; ``levels`` takes the SBM key the sampler splits from ``key``.
+  component: the SBM core), ``plan(key, params)``, the part of the levels
+  before their slot loop (``sbm.slot_plan``: the SBM draws, the layout, the
+  tables), ``draws(key, used)``, the levels' slot uniforms alone (summed, so
+  that they are computed), and ``whole(key, params)``, the sampler itself;
+  ``levels`` and ``plan`` take the SBM key the sampler splits from ``key``.
   """
   variant = structure_params.variant_of(hp)
-  size = min(num_slots, sbm.SLOT_CHUNK)
+  size = sbm.slot_chunk(num_slots)
 
   def draws(key, used):
-    """The uniforms of every chunk that holds drawn slots, three per slot, as ``sbm.sbm_levels`` draws them."""
-    def chunk(i):
-      (x,) = rng.uniforms(jax.random.fold_in(key, i), (3, size))
-      return jnp.sum(x)
+    """The uniforms of every chunk that holds drawn slots, as ``sbm.sbm_levels`` draws them."""
+    sums = sbm.over_slot_chunks(lambda i: jnp.sum(sbm.slot_uniforms(key, i, size)), lambda i: jnp.float32(0.0),
+                                num_slots, used)
+    return jnp.sum(sums)
 
-    steps = jnp.arange(-(-num_slots // size))
-    return jnp.sum(jax.lax.map(lambda i: jax.lax.cond(i * size < used, chunk, lambda i: 0.0, i), steps))
+  def sbm_args(key, params):
+    _, d1, d2 = structure_params.level_degrees(params, hp, variant)
+    return jax.random.split(key, 3)[0], params, hp, num_nodes, d1, d2, variant
+
+  def plan(key, params):
+    return sbm.slot_plan(*sbm_args(key, params))
 
   def levels(key, params):
-    _, d1, d2 = structure_params.level_degrees(params, hp, variant)
-    lv = sbm.sbm_levels(jax.random.split(key, 3)[0], params, hp, num_nodes, num_slots, d1, d2, variant)
+    k, p, _, n, d1, d2, _ = sbm_args(key, params)
+    lv = sbm.sbm_levels(k, p, hp, n, num_slots, d1, d2, variant)
     return (lv.senders.astype(jnp.int32), lv.receivers.astype(jnp.int32), lv.mask), lv.valid, \
         jnp.minimum(lv.drawn, num_slots)
 
@@ -149,35 +156,37 @@ def stage_fns(hp: graphpfn.StructureConfig, num_nodes: int, num_slots: int) -> d
     return structure.sample_graph(key, params, hp, num_nodes=num_nodes, num_slots=num_slots)
 
   return dict(levels=jax.jit(levels), simplify=jax.jit(simplify), component=jax.jit(graph_ops.largest_component),
-              draws=jax.jit(draws), whole=jax.jit(whole))
+              plan=jax.jit(plan), draws=jax.jit(draws), whole=jax.jit(whole))
 
 
-def _jax_stages(hp, keys, params, count: int, repeats: int) -> tuple[np.ndarray, float, float]:
-  """``(seconds [len(STAGES)], of which the largest component, of which the slot draws)`` over ``count``
-  bucketed graphs, one device.
+PARTS = ("component", "plan", "draws")  # timed alone, each inside a stage: see stage_fns
+
+
+def _jax_stages(hp, keys, params, count: int, repeats: int) -> tuple[np.ndarray, dict]:
+  """``(seconds [len(STAGES)], {part: seconds} of the PARTS)`` over ``count`` bucketed graphs, one device.
 
   Compile excluded; the last stage is the whole sampler less the first two.
   """
   host = jax.tree.map(np.asarray, params)
-  total, component, draws = np.zeros(len(STAGES)), 0.0, 0.0
+  total, parts = np.zeros(len(STAGES)), np.zeros(len(PARTS))
   for i in range(count):
     f = stage_fns(hp, *structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), hp))
     key, p = keys[i], jax.tree.map(lambda x, i=i: x[i], params)
     edges, valid, used = jax.block_until_ready(f["levels"](key, p))
     g = jax.block_until_ready(f["simplify"](edges, valid, used))
-    jax.block_until_ready((f["component"](g, used), f["whole"](key, p), f["draws"](key, used)))
-    best = np.full(5, math.inf)
+    calls = (lambda: f["levels"](key, p), lambda: f["simplify"](edges, valid, used), lambda: f["whole"](key, p),
+             lambda: f["component"](g, used), lambda: f["plan"](key, p), lambda: f["draws"](key, used))
+    jax.block_until_ready([call() for call in calls[2:]])
+    best = np.full(len(calls), math.inf)
     for _ in range(repeats):
       t = [time.perf_counter()]
-      for call in (lambda: f["levels"](key, p), lambda: f["simplify"](edges, valid, used),
-                   lambda: f["component"](g, used), lambda: f["whole"](key, p), lambda: f["draws"](key, used)):
+      for call in calls:
         jax.block_until_ready(call())
         t.append(time.perf_counter())
       best = np.minimum(best, np.diff(t))
-    total += [best[0], best[1], max(best[3] - best[0] - best[1], 0.0)]
-    component += best[2]
-    draws += best[4]
-  return total, component, draws
+    total += [best[0], best[1], max(best[2] - best[0] - best[1], 0.0)]
+    parts += best[3:]
+  return total, dict(zip(PARTS, parts))
 
 
 def _peer_stages(hp, params, count: int) -> tuple[np.ndarray, float, float]:
@@ -200,13 +209,14 @@ def stages(hp, keys, params, count: int, repeats: int = 2) -> dict:
   """Per-stage seconds of both sides on the first ``count`` graphs.
 
   Returns ``{"ours", "peer": [len(STAGES)], "ours_component": JAX's largest
-  component (in the last stage), "ours_draws": the SBM levels' slot draws
-  alone (in the first), "peer_profiled": the oracle's profiled total,
-  "peer_attach": its attachment (in the last stage)}``.
+  component (in the last stage), "ours_plan": the SBM levels before their
+  slot loop, "ours_draws": the levels' slot draws alone (both in the first),
+  "peer_profiled": the oracle's profiled total, "peer_attach": its attachment
+  (in the last stage)}``.
   """
   peer, profiled, attach = _peer_stages(hp, params, count)
-  ours, component, draws = _jax_stages(hp, keys, params, count, repeats)
-  return dict(ours=ours, ours_component=component, ours_draws=draws, peer=peer, peer_profiled=profiled,
+  ours, parts = _jax_stages(hp, keys, params, count, repeats)
+  return dict(ours=ours, **{f"ours_{k}": v for k, v in parts.items()}, peer=peer, peer_profiled=profiled,
               peer_attach=attach)
 
 
@@ -217,25 +227,29 @@ def _stage_rows(st: dict, count: int, peer_s: float, devices: int, edge_ratio: f
   ``edge_ratio``: JAX's mean output edges over the oracle's (edges/s = graphs/s
   times edges per graph).
   """
-  bound = peer_s / (st["ours"][0] / devices)
-  floor = peer_s / (st["ours_draws"] / devices)
+  def most(seconds):
+    """The bucketed ratio if the JAX side took only ``seconds`` on these graphs, split evenly over the devices."""
+    bound = peer_s / (seconds / devices)
+    return f"at most {bound:.1f}x in graphs/s and {bound * edge_ratio:.1f}x in edges/s"
+
+  levels, plan, draws = st["ours"][0], st["ours_plan"], st["ours_draws"]
   rows = []
   for j, name in enumerate(STAGES):
     note = (f"one device, compile excluded, best of 2; oracle stages from a profile of its own functions (profiled "
             f"total {st['peer_profiled']:.2f}s against {peer_s:.2f}s unprofiled)")
     if j == 0:
       note += (f"; with every other stage free and the graphs split evenly over {devices} devices, the bucketed "
-               f"ratio could reach at most {bound:.1f}x in graphs/s and {bound * edge_ratio:.1f}x in edges/s; "
-               f"of the levels, the slot draws alone (three threefry uniforms per slot) take "
-               f"{st['ours_draws']:.3g}s: with nothing else, at most {floor:.1f}x in graphs/s and "
-               f"{floor * edge_ratio:.1f}x in edges/s")
+               f"ratio could reach {most(levels)}; of the levels, the part before the slot loop (the SBM draws, "
+               f"the layout and the tables) takes {plan:.3g}s and the slot loop the other {levels - plan:.3g}s, "
+               f"of which the slot draws alone (three threefry uniforms per slot) {draws:.3g}s and each slot's "
+               f"searches and lookups the rest; with nothing but the slot draws, {most(draws)}")
     if j == len(STAGES) - 1:
       note += (f"; of which JAX's largest component {st['ours_component']:.3g}s and the oracle's attachment (a "
                f"Python loop over the new nodes) {st['peer_attach']:.3g}s")
+    ours, peer = float(st["ours"][j]), float(st["peer"][j])
     rows.append(dict(benchmark=f"GraphPFN structure prior, where the time goes: {name} ({count} graphs bucketed, "
-                               f"seconds; ratio = oracle / JAX)", unit="s", ours=float(st["ours"][j]),
-                     peer=float(st["peer"][j]), ratio=float(st["peer"][j] / st["ours"][j]), peer_name=PEER,
-                     notes=note))
+                               f"seconds; ratio = oracle / JAX)", unit="s", ours=ours, peer=peer,
+                     ratio=peer / ours if ours > 0 else math.inf, peer_name=PEER, notes=note))
   return rows
 
 

@@ -264,6 +264,55 @@ def _ends(lay: _Layout, level, r, s, x1, x2, num_nodes):
   return node(pu), node(pv), room > 0
 
 
+class SlotPlan(NamedTuple):
+  """Everything the slot loop of :func:`sbm_levels` reads: the draws, the layout and the block pairs' tables."""
+
+  draws: SBMDraws
+  layout: _Layout
+  pairs: inverse_cdf.Tables  # the block pairs' rates: level 1's pairs, then level 2's
+  c1: jax.Array  # [] int32: level 1's edges (slots [0, c1))
+  drawn: jax.Array  # [] int32: both levels' edges, c1 + c2 (may exceed the slots)
+  key: jax.Array  # the slots' key (:func:`slot_uniforms`)
+
+
+def slot_plan(key: jax.Array, params, hp: StructureConfig, num_nodes: int, d1: jax.Array, d2: jax.Array,
+              variant: Variant) -> SlotPlan:
+  """The SBM draws, the layout, the pairs' tables and the edge counts of :func:`sbm_levels` (its arguments)."""
+  k_draws, k_layout, k_count, k_slots = jax.random.split(key, 4)
+  draws, rates = sbm_draws(k_draws, params, hp, d1, d2, variant)
+  lay = _layout(k_layout, draws, hp, num_nodes, variant.equal_weights)
+  nb, g = rates.shape[0], hp.groups_max
+  pr, pc, tri = _pair_lists(nb, g)
+  flat = rates.reshape(nb, g * g)[:, (pr[:tri] % g) * g + pc[:tri] % g].reshape(-1)  # [NB * T] pair rates
+  level_of_pair = (np.arange(nb * tri) >= (nb - 1) * tri).astype(np.int32)
+  pairs = inverse_cdf.tables(inverse_cdf.quantize(flat, jnp.asarray(level_of_pair), 2, 1 << inverse_cdf.UNITS_BITS),
+                             ((nb - 1) * tri, tri), 4 * max((nb - 1) * tri, tri))
+  totals = jnp.stack([jnp.sum(flat[:(nb - 1) * tri]), jnp.sum(flat[(nb - 1) * tri:])])
+  c1, c2 = jax.random.poisson(k_count, totals).astype(jnp.int32)
+  return SlotPlan(draws, lay, pairs, c1, c1 + c2, k_slots)
+
+
+def slot_chunk(num_slots: int) -> int:
+  """Slots per step of the slot loop (:data:`SLOT_CHUNK`, or fewer when there are fewer slots)."""
+  return min(num_slots, SLOT_CHUNK)
+
+
+def slot_uniforms(key: jax.Array, i: jax.Array, size: int) -> jax.Array:
+  """``[3, size]`` uniforms of the slots of chunk ``i`` (block pair, first end, second end)."""
+  (x,) = rng.uniforms(jax.random.fold_in(key, i), (3, size))
+  return x
+
+
+def over_slot_chunks(fn, empty, num_slots: int, drawn: jax.Array):
+  """``fn(i)`` for every chunk ``i`` of ``num_slots`` slots, stacked; ``empty(i)`` for the chunks past ``drawn``.
+
+  The skipped chunks cost nothing for one graph at a time (under ``vmap``
+  both branches run).
+  """
+  size = slot_chunk(num_slots)
+  return jax.lax.map(lambda i: jax.lax.cond(i * size < drawn, fn, empty, i), jnp.arange(-(-num_slots // size)))
+
+
 def sbm_levels(key: jax.Array, params, hp: StructureConfig, num_nodes: int, num_slots: int,
                d1: jax.Array, d2: jax.Array, variant: Variant) -> SBMEdges:
   """Both SBM levels' edges in ``num_slots`` slots (a multigraph; the caller simplifies it).
@@ -283,24 +332,17 @@ def sbm_levels(key: jax.Array, params, hp: StructureConfig, num_nodes: int, num_
     d1, d2: first- and second-level degrees (:func:`methods.graphpfn.structure_params.level_degrees`).
     variant: :class:`methods.graphpfn.structure_params.Variant` flags.
   """
-  k_draws, k_layout, k_count, k_slots = jax.random.split(key, 4)
-  draws, rates = sbm_draws(k_draws, params, hp, d1, d2, variant)
-  lay = _layout(k_layout, draws, hp, num_nodes, variant.equal_weights)
-  nb, g = rates.shape[0], hp.groups_max
+  plan = slot_plan(key, params, hp, num_nodes, d1, d2, variant)
+  lay, pairs, c1 = plan.layout, plan.pairs, plan.c1
+  nb, g = plan.draws.n_nodes.shape[0], hp.groups_max
   pr, pc, tri = _pair_lists(nb, g)
-  flat = rates.reshape(nb, g * g)[:, (pr[:tri] % g) * g + pc[:tri] % g].reshape(-1)  # [NB * T] pair rates
-  level_of_pair = (np.arange(nb * tri) >= (nb - 1) * tri).astype(np.int32)
-  pairs = inverse_cdf.tables(inverse_cdf.quantize(flat, jnp.asarray(level_of_pair), 2, 1 << inverse_cdf.UNITS_BITS),
-                             ((nb - 1) * tri, tri), 4 * max((nb - 1) * tri, tri))
-  totals = jnp.stack([jnp.sum(flat[:(nb - 1) * tri]), jnp.sum(flat[(nb - 1) * tri:])])
-  c1, c2 = jax.random.poisson(k_count, totals).astype(jnp.int32)
-  drawn = jnp.minimum(c1 + c2, num_slots)
+  drawn = jnp.minimum(plan.drawn, num_slots)
   pair_lo, pair_hi = jnp.asarray([0, (nb - 1) * tri], jnp.int32), jnp.asarray([(nb - 1) * tri, nb * tri], jnp.int32)
-  size = min(num_slots, SLOT_CHUNK)
+  size = slot_chunk(num_slots)
 
   def chunk(i):
     """Slots ``[i C, (i + 1) C)``: each step's arrays stay in cache."""
-    (x,) = rng.uniforms(jax.random.fold_in(k_slots, i), (3, size))
+    x = slot_uniforms(plan.key, i, size)
     slot = i * size + jnp.arange(size)
     level = (slot >= c1).astype(jnp.int32)
     pair = inverse_cdf.draw(pairs, level, pair_lo[level], pair_hi[level],
@@ -312,11 +354,10 @@ def sbm_levels(key: jax.Array, params, hp: StructureConfig, num_nodes: int, num_
     del i
     return jnp.zeros((size,), jnp.int32), jnp.zeros((size,), jnp.int32), jnp.zeros((size,), bool)
 
-  # Chunks past the drawn slots are skipped (one graph at a time; under vmap both branches run).
-  u, v, mask = jax.lax.map(lambda i: jax.lax.cond(i * size < drawn, chunk, skip, i), jnp.arange(-(-num_slots // size)))
+  u, v, mask = over_slot_chunks(chunk, skip, num_slots, drawn)
   u, v, mask = (a.reshape(-1)[:num_slots] for a in (u, v, mask))
   n, k = num_nodes, nb - 1
   block1 = lay.block[:n]
   block2 = jnp.zeros((n,), jnp.int32).at[lay.order2].set(lay.block[n:] - k * g)
   valid = jnp.arange(n) < params.n_sbm
-  return SBMEdges(u, v, mask, block1, block2, valid, c1 + c2, draws)
+  return SBMEdges(u, v, mask, block1, block2, valid, plan.drawn, plan.draws)
