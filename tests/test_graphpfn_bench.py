@@ -79,10 +79,10 @@ def test_the_plan_is_what_the_levels_start_from():
   keys, params = _draws(2)
   host = jax.tree.map(np.asarray, params)
   for i in range(2):
-    f = bench.stage_fns(HP, *structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), HP))
+    num_nodes, num_slots = structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]), HP)
+    f = bench.stage_fns(HP, num_nodes, num_slots)
     p = jax.tree.map(lambda x, i=i: x[i], params)
     plan = f["plan"](keys[i], p)
     _, _, used = f["levels"](keys[i], p)
     assert 0 < int(plan.c1) <= int(plan.drawn)
-    assert int(used) == min(int(plan.drawn), structure.bucket_of(int(host.n_nodes[i]), float(host.avg_degree[i]),
-                                                                 HP)[1])
+    assert int(used) == min(int(plan.drawn), num_slots)
