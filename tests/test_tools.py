@@ -1,5 +1,6 @@
 """Demo, report and benchmark scripts: their wiring and the benchmark's peer."""
 
+import functools
 import importlib
 import json
 import math
@@ -32,8 +33,12 @@ from methods import varde
 
 
 def test_demo_and_report_entries_name_valid_configs(repo_root):
-  for name, arg in demo.DEMOS + demo.EXTRAS:
-    runner.validate(registry.get(name).get_config(arg))
+  for name, arg, overrides in demo.DEMOS + demo.EXTRAS:
+    config = demo.demo_config(name, arg, overrides)
+    runner.validate(config)
+    for key, value in overrides.items():
+      assert functools.reduce(lambda c, k: c[k], key.split("."), config) == value, (name, key)
+    runner.validate(demo.demo_config(name, arg, overrides, preset="smoke"))
   found = set()
   for path in report.documents(repo_root):
     with open(os.path.join(repo_root, path)) as f:
@@ -42,7 +47,18 @@ def test_demo_and_report_entries_name_valid_configs(repo_root):
     runner.validate(registry.get(experiment).get_config(arg))
   # every block has a maker, every maker a block
   assert {n.removesuffix(report.HEADLINE) for n in found} == set(report.REPORTS) | set(report.BENCH_BLOCKS)
-  assert set(registry.NAMES) <= {name for name, _ in demo.DEMOS + demo.EXTRAS}
+  assert set(registry.NAMES) <= {entry[0] for entry in demo.DEMOS + demo.EXTRAS}
+
+
+def test_demo_overrides_name_their_keys():
+  """A demo override of a key the config lacks is an error naming the key; ``--preset`` drops the overrides."""
+  with pytest.raises(KeyError, match="budget"):
+    demo.demo_config("varde_bai", "cpu,problem=E1", {"budget": (150,)})
+  assert demo.demo_config("reg", "cpu", {"algorithms": ("bc",)}).algorithms == ("bc",)
+  assert demo.demo_config("reg", "cpu", {"algorithms": ("bc",)}, preset="smoke").algorithms != ("bc",)
+  assert demo.describe("cpu,tasks=pendulum", {"algorithms": ("iql", "bc")}) == \
+      "cpu,tasks=pendulum --config.algorithms=('iql','bc')"
+  assert demo.describe("cpu,tasks=pendulum", {"algorithms": ("bc",)}, preset="smoke") == "smoke,tasks=pendulum"
 
 
 def test_bench_markdown_has_ratio():
