@@ -136,16 +136,18 @@ def stage_fns(hp: graphpfn.StructureConfig, num_nodes: int, num_slots: int) -> d
                                 num_slots, used)
     return jnp.sum(sums)
 
-  def sbm_args(key, params):
+  def sbm_inputs(key, params):
+    """``(SBM key, d1, d2)``: the key the sampler splits for its levels, and the levels' degrees."""
     _, d1, d2 = structure_params.level_degrees(params, hp, variant)
-    return jax.random.split(key, 3)[0], params, hp, num_nodes, d1, d2, variant
+    return jax.random.split(key, 3)[0], d1, d2
 
   def plan(key, params):
-    return sbm.slot_plan(*sbm_args(key, params))
+    k, d1, d2 = sbm_inputs(key, params)
+    return sbm.slot_plan(k, params, hp, num_nodes, d1, d2, variant)
 
   def levels(key, params):
-    k, p, _, n, d1, d2, _ = sbm_args(key, params)
-    lv = sbm.sbm_levels(k, p, hp, n, num_slots, d1, d2, variant)
+    k, d1, d2 = sbm_inputs(key, params)
+    lv = sbm.sbm_levels(k, params, hp, num_nodes, num_slots, d1, d2, variant)
     return (lv.senders.astype(jnp.int32), lv.receivers.astype(jnp.int32), lv.mask), lv.valid, \
         jnp.minimum(lv.drawn, num_slots)
 
@@ -159,7 +161,7 @@ def stage_fns(hp: graphpfn.StructureConfig, num_nodes: int, num_slots: int) -> d
               plan=jax.jit(plan), draws=jax.jit(draws), whole=jax.jit(whole))
 
 
-PARTS = ("component", "plan", "draws")  # timed alone, each inside a stage: see stage_fns
+PARTS = ("component", "plan", "draws")  # the stage_fns timed alone, each inside a stage
 
 
 def _jax_stages(hp, keys, params, count: int, repeats: int) -> tuple[np.ndarray, dict]:
@@ -174,18 +176,18 @@ def _jax_stages(hp, keys, params, count: int, repeats: int) -> tuple[np.ndarray,
     key, p = keys[i], jax.tree.map(lambda x, i=i: x[i], params)
     edges, valid, used = jax.block_until_ready(f["levels"](key, p))
     g = jax.block_until_ready(f["simplify"](edges, valid, used))
-    calls = (lambda: f["levels"](key, p), lambda: f["simplify"](edges, valid, used), lambda: f["whole"](key, p),
-             lambda: f["component"](g, used), lambda: f["plan"](key, p), lambda: f["draws"](key, used))
-    jax.block_until_ready([call() for call in calls[2:]])
-    best = np.full(len(calls), math.inf)
+    args = dict(levels=(key, p), simplify=(edges, valid, used), whole=(key, p), component=(g, used),
+                plan=(key, p), draws=(key, used))
+    names = ("levels", "simplify", "whole") + PARTS
+    jax.block_until_ready([f[name](*args[name]) for name in names[2:]])
+    best = dict.fromkeys(names, math.inf)
     for _ in range(repeats):
-      t = [time.perf_counter()]
-      for call in calls:
-        jax.block_until_ready(call())
-        t.append(time.perf_counter())
-      best = np.minimum(best, np.diff(t))
-    total += [best[0], best[1], max(best[2] - best[0] - best[1], 0.0)]
-    parts += best[3:]
+      for name in names:
+        t0 = time.perf_counter()
+        jax.block_until_ready(f[name](*args[name]))
+        best[name] = min(best[name], time.perf_counter() - t0)
+    total += [best["levels"], best["simplify"], max(best["whole"] - best["levels"] - best["simplify"], 0.0)]
+    parts += [best[name] for name in PARTS]
   return total, dict(zip(PARTS, parts))
 
 
