@@ -57,15 +57,18 @@ def define_flags() -> None:
   flags.DEFINE_integer("cpu_devices", os.cpu_count() or 1, "CPU devices to expose.")
 
 
+def _with_preset(arg: str, preset: str) -> str:
+  """``arg`` with its preset replaced by ``preset`` (its options kept)."""
+  return ",".join([preset] + [t for t in arg.split(",") if "=" in t])
+
+
 def demo_config(name: str, arg: str, overrides: dict, preset: str | None = None) -> ml_collections.ConfigDict:
   """The config of one demo: ``get_config(arg)`` with ``overrides`` (dotted keys; a key the config lacks is an error).
 
   ``preset`` replaces the demo's preset, keeps its options and drops its
   overrides (they size the demo for its own preset).
   """
-  if preset:
-    arg = ",".join([preset] + [t for t in arg.split(",") if "=" in t])
-  config = registry.get(name).get_config(arg)
+  config = registry.get(name).get_config(_with_preset(arg, preset) if preset else arg)
   config.lock()
   if not preset:
     config.update_from_flattened_dict(overrides)
@@ -75,7 +78,7 @@ def demo_config(name: str, arg: str, overrides: dict, preset: str | None = None)
 def describe(arg: str, overrides: dict, preset: str | None = None) -> str:
   """The demo's ``get_config`` argument and overrides as the launcher's flags (``--config.KEY=VALUE``)."""
   if preset:
-    return ",".join([preset] + [t for t in arg.split(",") if "=" in t])
+    return _with_preset(arg, preset)
   return " ".join([arg] + [f"--config.{key}={value!r}".replace(" ", "") for key, value in overrides.items()])
 
 
