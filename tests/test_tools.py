@@ -61,6 +61,23 @@ def test_demo_overrides_name_their_keys():
   assert demo.describe("cpu,tasks=pendulum", {"algorithms": ("bc",)}, preset="smoke") == "smoke,tasks=pendulum"
 
 
+def test_demo_jobs_run_each_command_and_name_the_failures(tmp_path, capsys):
+  """``run_parallel``: every command runs, its output printed whole, its stderr in its log; failures are named."""
+  py = sys.executable
+  slow = "import sys, time; time.sleep(0.5); print('slow out'); print('slow err', file=sys.stderr)"
+  commands = [("slow", [py, "-c", slow]),
+              ("fails", [py, "-c", "import sys; print('half'); print('boom', file=sys.stderr); sys.exit(3)"]),
+              ("fast", [py, "-c", "print('fast out')"])]
+  failed = demo.run_parallel(commands, jobs=2, log_dir=str(tmp_path))
+  out = capsys.readouterr().out
+  assert failed == ["fails"]
+  assert "slow out" in out and "fast out" in out and "half" in out
+  assert "[demo] fails: FAILED (exit code 3)" in out and "boom" in out  # the end of its log
+  assert out.count("[demo] ") == 6 and "[demo] fast: done" in out and "[demo] slow: done" in out
+  assert (tmp_path / "slow.log").read_text().strip() == "slow err"
+  assert (tmp_path / "fast.log").read_text() == ""
+
+
 def test_bench_markdown_has_ratio():
   rows = [{"benchmark": "b", "ours": 200.0, "peer": 2.0, "unit": "runs/s", "peer_name": "p", "ratio": 100.0, "notes": "n"}]
   md = bench_main.to_markdown(rows, "header")
