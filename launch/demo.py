@@ -30,21 +30,22 @@ from launch import distributed
 from launch import registry
 from launch import runner
 
-# (experiment, get_config argument, config overrides) in the order they run. The overrides keep
-# ``make demo`` under 10 minutes on 2 cores, installation included, where most of a demo's time
-# is compilation: VarDE's sweep at three of the preset's five budgets (each budget compiles
-# every algorithm), the tree search with VarDE, UCT and mctx's Gumbel and Stochastic MuZero
-# (not MENTS, Power-UCT or plain MuZero), and REG with its baselines but without the OPG
-# ablations. The docs pages have the full tables.
+# (experiment, get_config argument, config overrides), the longest first: with two at a time
+# (``--jobs``) the others share the cores with ModelSMC's and flow matching's runs. The overrides
+# keep ``make demo`` under 10 minutes on 2 cores, installation included, where most of a
+# demo's time is compilation: VarDE's sweep at three of the preset's five budgets (each budget
+# compiles every algorithm), the tree search with VarDE, UCT and mctx's Gumbel and Stochastic
+# MuZero (not MENTS, Power-UCT or plain MuZero), and REG with its baselines but without the
+# OPG ablations. The docs pages have the full tables.
 DEMOS = (
-    ("varde_bai", "cpu,problem=E1", {"budgets": (50, 150, 400)}),
+    ("model_smc", "cpu,task=pelts,runs=2", {}),
+    ("flow_matching", "smoke", {}),
+    ("reg", "cpu,tasks=pendulum,kinds=medium", {"algorithms": ("iql", "reg", "reg_opg", "td3bc", "bc")}),
     ("varde_mcts", "smoke,envs=tree", {"policies": ("varde", "uct", "mctx_gumbel", "mctx_stochastic")}),
+    ("varde_bai", "cpu,problem=E1", {"budgets": (50, 150, 400)}),
     ("varde_bpi", "smoke", {}),
     ("varde_2048", "smoke", {}),
-    ("model_smc", "cpu,task=pelts,runs=2", {}),
-    ("reg", "cpu,tasks=pendulum,kinds=medium", {"algorithms": ("iql", "reg", "reg_opg", "td3bc", "bc")}),
     ("graphpfn_prior", "smoke,probe_graphs=0,panel_graphs=0", {}),
-    ("flow_matching", "smoke", {}),
 )
 # Run with --all or when named in --only, after the demos: each adds 15 seconds to a minute,
 # which would take ``make demo`` past 10 minutes on 2 cores. The tree-search backups and
