@@ -129,7 +129,7 @@ def run_parallel(commands: Sequence[tuple[str, list[str]]], jobs: int, log_dir: 
         print(f"[demo] {name}: {outcome} in {time.monotonic() - start:.0f} s", flush=True)
         if proc.returncode:
           failed.append(name)
-          with open(os.path.join(log_dir, f"{name}.log"), errors="replace") as f:
+          with open(err.name, errors="replace") as f:
             print("".join(f.readlines()[-20:]), end="", flush=True)
   finally:
     for proc, *_ in running.values():
