@@ -83,6 +83,10 @@ def test_smoke_run_results_figures_and_resume(tmp_path):
   # A second run of the finished workdir restores the final checkpoint and reproduces the results.
   again = runner.run(config, work)
   assert again["param_digest"] == res["param_digest"] and again["scores"] == res["scores"]
+  # Keys come from the dataset's name and the seed: an algorithm run alone gives the same run.
+  alone = runner.run(_smoke(tmp_path, algorithms=("reg_opg",)), str(tmp_path / "alone"))
+  assert alone["param_digest"]["pendulum-medium"]["reg_opg"] == res["param_digest"]["pendulum-medium"]["reg_opg"]
+  assert alone["scores"]["pendulum-medium"]["reg_opg"] == res["scores"]["pendulum-medium"]["reg_opg"]
 
 
 def _mesh(n):
@@ -177,3 +181,27 @@ def test_every_algorithm_learns_on_a_pendulum_dataset(tmp_path):
   for a in config.algorithms:
     s = res["scores"]["pendulum-expert"][a]
     assert s["mean"] - r_mean > 3 * np.hypot(s["se"], r_se), (a, s, r_mean, r_se)
+
+
+def test_paired_differences_remove_the_shared_seed_effect():
+  """Seed effects shared by two algorithms cancel in the paired s.e., not in the unpaired one."""
+  rng = np.random.default_rng(0)
+  names, n = ["a", "b", "c"], 8
+  seed_effect = rng.normal(0.0, 10.0, (len(names), n))
+  ref = 50.0 + seed_effect
+  other = ref + 2.0 + rng.normal(0.0, 0.5, ref.shape)
+  res = {"algorithms": ["iql", "reg_opg"], "datasets": names, "num_seeds": n, "num_updates": 10,
+         "scores": {d: {"reg_opg": {"per_seed": ref[i].tolist()}, "iql": {"per_seed": other[i].tolist()}}
+                    for i, d in enumerate(names)}, "average": {},
+         "dataset_info": {d: {"score": reg_report.NORMALISED} for d in names}}
+  for a, x in (("reg_opg", ref), ("iql", other)):
+    res["average"][a] = {"mean": float(x.mean()), "se": float(np.sqrt(np.sum(x.std(1, ddof=1) ** 2 / n)) / len(names))}
+  p = reg_report.paired_differences(res)
+  d = p["differences"]["iql"]
+  diff = (other - ref).mean(0)
+  assert p["reference"] == "reg_opg" and set(p["differences"]) == {"iql"}
+  np.testing.assert_allclose([d["mean"], d["se"]], [diff.mean(), diff.std(ddof=1) / np.sqrt(n)], rtol=1e-12)
+  assert abs(d["mean"] - 2.0) < 4 * d["se"] and d["se"] < d["se_unpaired"] / 5
+  res["paired"] = p
+  head = reg_report.headline_table(res)
+  assert "| average |" in head and f"| minus `reg_opg` | {diff.mean():+.1f} ± {d['se']:.1f} | - |" in head

@@ -135,6 +135,11 @@ def data_dir(config: ml_collections.ConfigDict, workdir: str) -> str:
   return config.data.data_dir or os.path.join(workdir, "data")
 
 
+def name_key(seed: int, name: str) -> jax.Array:
+  """``key(seed)`` folded with ``crc32(name)``: the same key for a name at any position of any list, in any process."""
+  return jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
+
+
 # --- classic control ---------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
@@ -143,9 +148,8 @@ def _classic_collector(task_name: str, num_episodes: int):
 
   @jax.jit
   def collect(key, noise, prob):
-    return classic_control.rollout(
-        task, classic_control.behaviour_policy(task, noise_std=noise, random_prob=prob), key, num_episodes
-    )
+    policy = classic_control.behaviour_policy(task, noise_std=noise, random_prob=prob)
+    return classic_control.rollout(task, policy, key, num_episodes)
 
   return task, collect
 
@@ -158,9 +162,8 @@ def _classic_rows(task_name: str, key, noise_fn, num_rows: int, batch_episodes: 
     ids = np.arange(start, start + batch_episodes)
     noise, prob = noise_fn(ids)
     ep = jax.device_get(collect(jax.random.fold_in(key, start), jnp.asarray(noise, jnp.float32), jnp.asarray(prob, jnp.float32)))
-    part = suite.episodes_to_rows(*ep)
-    parts.append(part)
-    rows += len(part["rewards"])
+    parts.append(suite.episodes_to_rows(*ep))
+    rows += len(parts[-1]["rewards"])
     start += batch_episodes
   return suite.truncate(suite.concat(parts), num_rows)
 
@@ -176,7 +179,7 @@ def _classic_reference(task_name: str, key, episodes: int) -> tuple[float, float
 def generate_classic(task_name: str, config, seed: int) -> dict[str, tuple[dict, dict]]:
   """``{kind: (rows, metadata)}`` for a classic-control task."""
   n = config.data.classic_transitions
-  key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(task_name.encode()) % (2**31))  # stable across processes
+  key = name_key(seed, task_name)
   keys = jax.random.split(key, 6)
   random_return, expert_return = _classic_reference(task_name, keys[0], config.data.reference_episodes)
   (e_noise, e_prob), (m_noise, m_prob) = (CLASSIC_BEHAVIOUR[task_name][k] for k in ("expert", "medium"))

@@ -10,6 +10,11 @@ global step ``unit * chunks + chunk``, so a killed run resumes where it was and
 ends with bit-identical parameters (``results.json`` records a SHA-256 of each
 unit's final parameters). A NaN/Inf in the losses or the state stops the run,
 naming the step and the quantity; the last good checkpoint is kept.
+
+Keys come from the seed and the dataset's name only (``data.name_key``), not
+from a unit's position: an algorithm's numbers do not depend on which other
+algorithms or datasets a config lists, and seed ``i`` of every algorithm on a
+dataset shares its initial key and its evaluation episodes.
 """
 
 from __future__ import annotations
@@ -54,10 +59,16 @@ def _init_fn(hp: reg.Hparams, obs_dim: int, action_dim: int, mesh):
   return jax.jit(fn, in_shardings=mesh_lib.data_sharding(mesh), out_shardings=mesh_lib.data_sharding(mesh))
 
 
-def init_states(config, hp: reg.Hparams, data: reg_data.OfflineData, unit: int, mesh) -> reg.TrainState:
-  """``[P]`` seeds' initial states of a unit (seed ``i``'s key: ``fold_in(fold_in(key(seed), unit), i)``)."""
+def init_states(config, hp: reg.Hparams, data: reg_data.OfflineData, mesh) -> reg.TrainState:
+  """``[P]`` seeds' initial states on ``data`` (seed ``i``'s key: ``fold_in(name_key(seed, data.name), i)``).
+
+  The key depends on the dataset's name and the seed only: an algorithm's run
+  is the same whichever other datasets and algorithms the config lists, and
+  seed ``i`` of every algorithm on a dataset starts from the same key (paired
+  comparisons across algorithms).
+  """
   p = mesh_lib.padded_size(config.num_seeds, mesh)
-  base = jax.random.fold_in(jax.random.key(config.seed), unit)
+  base = reg_data.name_key(config.seed, data.name)
   # Raw key data: a plain uint32 array that can be laid out over the mesh (reg.init wraps it).
   keys = np.asarray(jax.random.key_data(jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(p))))
   keys = mesh_lib.global_array(keys.shape, mesh_lib.data_sharding(mesh), lambda idx: keys[idx])
@@ -134,7 +145,7 @@ def _template(config, units, evals, datasets, hps, unit: int, mesh) -> dict:
   n, a = units[unit]
   p = mesh_lib.padded_size(config.num_seeds, mesh)
   out = {
-      "train": init_states(config, hps[a], datasets[n], unit, mesh),
+      "train": init_states(config, hps[a], datasets[n], mesh),
       "scores": np.zeros((len(units), len(evals), p), np.float32),
       "digest": np.zeros((len(units), 8), np.uint32),
   }
@@ -144,7 +155,7 @@ def _template(config, units, evals, datasets, hps, unit: int, mesh) -> dict:
   return out
 
 
-def _observe(config, data, state, m: dict, u: int, c: int, g: int, chunks: int, evals: list, tally: dict) -> dict:
+def _observe(config, data, state, m: dict, u: int, c: int, chunks: int, evals: list, tally: dict) -> dict:
   """Chunk ``c`` of unit ``u``: its metrics, evaluation (or offline metrics at the end), final digest.
 
   Updates the checkpointed arrays of ``tally`` in place; returns the log record.
@@ -153,7 +164,7 @@ def _observe(config, data, state, m: dict, u: int, c: int, g: int, chunks: int, 
   if c in evals and data.evaluable:
     j = evals.index(c)
     episodes = config.final_eval_episodes if c == chunks else config.eval_episodes
-    key = jax.random.fold_in(jax.random.key(config.seed + 1), g)
+    key = jax.random.fold_in(reg_data.name_key(config.seed + 1, data.name), c)  # every algorithm: the same episodes
     tally["scores"][u, j] = evaluate(config, data, state.actor, key, episodes).mean(axis=1)
     s = tally["scores"][u, j, : config.num_seeds]
     record.update(score_mean=float(s.mean()), score_se=float(reg_report.stderr(s)))
@@ -194,7 +205,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
     data = datasets[name]
     hp = hps[algorithm]
     if u != unit or done == 0:
-      state = init_states(config, hp, data, u, ctx.mesh)
+      state = init_states(config, hp, data, ctx.mesh)
       done = 0
     batch = _pad_rows(data.batch(), capacity[data.task])
     size = jnp.int32(len(data.transitions["rewards"]))
@@ -208,7 +219,7 @@ def run(config: ml_collections.ConfigDict, ctx: Context) -> dict:
       if bad:
         raise ckpt_lib.NonFiniteError(g, bad, ctx.latest_step())
       record = {"dataset": name, "algorithm": algorithm, "updates": c * config.updates_per_chunk}
-      record.update(_observe(config, data, state, m, u, c, g, chunks, evals, tally))
+      record.update(_observe(config, data, state, m, u, c, chunks, evals, tally))
       record["updates_per_s"] = progress.rate(g * config.updates_per_chunk)
       ctx.writer.log(g, **record)
       progress.update(g * config.updates_per_chunk)

@@ -5,6 +5,13 @@ is the mean over seeds of the final normalised return (each seed's mean over
 ``final_eval_episodes`` episodes) with standard error ``sd / sqrt(n)``
 (``ddof = 1``). The average over datasets of an algorithm has standard error
 ``sqrt(sum se_d^2) / D`` (datasets are independent).
+
+Paired comparisons: seed ``i`` of every algorithm on a dataset starts from the
+same key and is evaluated on the same episodes, so each algorithm's difference
+from the reference (``reg_opg`` where it runs, else the first algorithm) is
+taken seed by seed: per seed, the difference averaged over the datasets; its
+mean and standard error over seeds (``paired``), beside the unpaired standard
+error of the two averages.
 """
 
 from __future__ import annotations
@@ -92,7 +99,37 @@ def summarize(config, units, evals, tally: dict, datasets) -> dict:
       means = [res["scores"][d][a]["mean"] for d in scored]
       ses = [res["scores"][d][a]["se"] for d in scored]
       res["average"][a] = {"mean": float(np.mean(means)), "se": float(math.sqrt(np.sum(np.square(ses))) / len(ses))}
+    res["paired"] = paired_differences(res)
   return res
+
+
+def paired_differences(res: dict) -> dict:
+  """Each algorithm minus the reference, averaged over datasets, paired by seed (see the module docstring)."""
+  algs, names = res["algorithms"], res["datasets"]
+  ref = "reg_opg" if "reg_opg" in algs else algs[0]
+  per_seed = lambda a: np.mean([res["scores"][d][a]["per_seed"] for d in names], axis=0)  # noqa: E731
+  out = {"reference": ref, "differences": {}}
+  for a in algs:
+    if a != ref:
+      diff = per_seed(a) - per_seed(ref)
+      se_unpaired = math.hypot(res["average"][a]["se"], res["average"][ref]["se"])
+      out["differences"][a] = {"mean": float(diff.mean()), "se": stderr(diff), "se_unpaired": se_unpaired}
+  return out
+
+
+def _markdown_paired(results: dict) -> list[str]:
+  p = results.get("paired")
+  if not p or not p["differences"]:
+    return []
+  ref = p["reference"]
+  out = ["", f"Paired by seed (seed i of every algorithm shares its initial key and evaluation episodes): each "
+         f"algorithm's score minus `{ref}`'s, averaged over the {len(results['datasets'])} datasets; mean ± s.e. over "
+         f"{results['num_seeds']} seeds, beside the unpaired s.e. of the two averages.", "",
+         f"| algorithm | minus `{ref}` | paired s.e. | unpaired s.e. | z (paired) |", "|---|---:|---:|---:|---:|"]
+  for a, d in p["differences"].items():
+    z = d["mean"] / d["se"] if d["se"] > 0 else float("nan")
+    out.append(f"| `{a}` | {d['mean']:+.1f} | {d['se']:.1f} | {d['se_unpaired']:.1f} | {z:+.1f} |")
+  return out
 
 
 def score_label(results: dict) -> str:
@@ -176,6 +213,7 @@ def markdown_table(results: dict) -> str:
     best = max(row[a]["mean"] for a in algs)
     cells = [f"**{_cell(row[a])}**" if row[a]["mean"] == best else _cell(row[a]) for a in algs]
     out.append(f"| {d} | " + " | ".join(cells) + " |")
+  out += _markdown_paired(results)
   behaviour = "behaviour (normalised return of its episodes)" if label.startswith(NORMALISED) else "behaviour"
   out += ["", f"| dataset | transitions | random return | expert return | {behaviour} |", "|---|---:|---:|---:|---|"]
   for d in names:
@@ -239,6 +277,15 @@ def headline_table(results: dict) -> str:
   cells = [f"**{_cell(results['average'][a])}**" if results["average"][a]["mean"] == best
            else _cell(results["average"][a]) for a in algs]
   label = score_label(results).split(" (")[0]
-  return (f"{label[0].upper()}{label[1:]} averaged over {len(results['datasets'])} datasets, mean ± s.e. over "
-          f"{results['num_seeds']} seeds after {results['num_updates']:,} updates.\n\n"
-          "| " + " | ".join(f"`{a}`" for a in algs) + " |\n|" + "---:|" * len(algs) + "\n| " + " | ".join(cells) + " |\n")
+  text = (f"{label[0].upper()}{label[1:]} averaged over {len(results['datasets'])} datasets, mean ± s.e. over "
+          f"{results['num_seeds']} seeds after {results['num_updates']:,} updates")
+  p = results.get("paired")
+  if not p or not p["differences"]:
+    return (f"{text}.\n\n| " + " | ".join(f"`{a}`" for a in algs) + " |\n|" + "---:|" * len(algs) + "\n| "
+            + " | ".join(cells) + " |\n")
+  ref, diffs = p["reference"], p["differences"]
+  paired = ["-" if a == ref else f"{diffs[a]['mean']:+.1f} ± {diffs[a]['se']:.1f}" for a in algs]
+  return (f"{text}; second row: the difference from `{ref}`, paired by seed (the same initial keys and evaluation "
+          "episodes), mean ± s.e. over seeds.\n\n| | " + " | ".join(f"`{a}`" for a in algs) + " |\n|---|"
+          + "---:|" * len(algs) + "\n| average | " + " | ".join(cells) + f" |\n| minus `{ref}` | "
+          + " | ".join(paired) + " |\n")
